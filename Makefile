@@ -1,0 +1,37 @@
+# Two commands set everything up on a fresh machine: `make run` and `make test`.
+# Both go through `make setup`, which creates .venv when it is missing and (re)installs the app
+# whenever pyproject.toml changed since the last install.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# CPU machines pin the local CPU wheel: an unpinned torch pulls several GB of CUDA packages.
+# GPU users: see README ("GPU installation"), e.g. make setup TORCH="torch --index-url URL".
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.moss-voice-installed
+
+.PHONY: setup run test lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@sh scripts/ensure-portaudio.sh
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+run: setup
+	$(PY) -m app
+
+test: setup
+	$(PY) -m ruff check app tests
+	$(PY) -m pytest
+
+lint: setup
+	$(PY) -m ruff check app tests
+	$(PY) -m mypy app
+
+clean:
+	rm -rf build dist .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,1 @@
+"""Audio input and output behind one interface; never imports Qt."""

@@ -1,0 +1,48 @@
+"""Command line: ``python -m app [--version] [SUBCOMMAND ...]``; no subcommand starts the GUI.
+
+Each subcommand is a module with ``add_arguments(parser)`` and ``run(args) -> int``; its help is
+the module docstring's first line. Modules keep heavy imports inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from app import APP_NAME, __version__
+
+SUBCOMMANDS: dict[str, str] = {
+    "doctor": "app.cli.doctor",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="moss-voice", description=f"{APP_NAME}: talk with MOSS-Speech on your own PC.")
+    parser.add_argument("--version", action="version", version=f"{APP_NAME} {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        doc = (module.__doc__ or "").strip().splitlines()
+        sub = subparsers.add_parser(name, help=doc[0] if doc else None,
+                                    description=(module.__doc__ or "").strip())
+        module.add_arguments(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])
+    from app.logs import setup_logging
+
+    setup_logging(verbose=args.verbose)
+    runner = getattr(args, "_run", None)
+    if runner is None:
+        from app.cli.default import run_default
+
+        return run_default(args)
+    return int(runner(args) or 0)

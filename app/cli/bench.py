@@ -1,0 +1,23 @@
+"""Benchmarks: ``bench NAME ...`` prints measured figures (record them in BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# name -> module with add_arguments(parser) and run(args) -> int
+BENCHES: dict[str, str] = {}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    benches = parser.add_subparsers(dest="bench", metavar="NAME", required=True)
+    for name, module_name in BENCHES.items():
+        module = importlib.import_module(module_name)
+        doc = (module.__doc__ or "").strip().splitlines()
+        sub = benches.add_parser(name, help=doc[0] if doc else None)
+        module.add_arguments(sub)
+        sub.set_defaults(_bench_run=module.run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(args._bench_run(args) or 0)

@@ -1,0 +1,111 @@
+"""The engine interface: ``respond(turn, cancel)`` yields reply events as they happen.
+
+Plain Python and numpy only (no torch, no Qt), so the voice loop and the UI can use these types
+without loading a model. Engines run on the engine worker thread, the only thread that touches
+the GPU; ``cancel`` is set from other threads and must be honoured between steps.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+# Stage names of the latency breakdown, in pipeline order (DESIGN.md "Latency").
+STAGES = ("endpoint_wait", "encode", "prefill", "first_row", "first_chunk", "output_buffer")
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """One user turn as the engine receives it."""
+
+    turn_id: int
+    pcm_16k: np.ndarray  # [T] float32 mono in [-1, 1] at 16 kHz, pre-roll included
+    text: str | None = None  # typed text instead of speech
+    speculative: bool = False  # started at a short pause; cancelled if the user goes on
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the UI shows about the engine."""
+
+    name: str
+    is_demo: bool
+    device: str = "cpu"
+    precision: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ReplyAudio:
+    turn_id: int
+    pcm: np.ndarray = field(repr=False)  # [T] float32 mono
+    sample_rate_hz: int = 24000
+
+
+@dataclass(frozen=True)
+class ReplyText:
+    """A piece of transcript: a text reply, or a text-branch transcript of either side."""
+
+    turn_id: int
+    text: str
+    role: Literal["user", "assistant"] = "assistant"
+    final: bool = False
+
+
+@dataclass(frozen=True)
+class StageTimed:
+    """Duration of one engine stage of a turn (see ``STAGES``)."""
+
+    turn_id: int
+    stage: str
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class ReplyDone:
+    turn_id: int
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class ReplyFailed:
+    """The turn failed; the conversation so far is kept and the next turn works."""
+
+    turn_id: int
+    category: Literal["out_of_memory", "input", "engine"]
+    message: str
+    advice: str = ""
+
+
+EngineEvent = ReplyAudio | ReplyText | StageTimed | ReplyDone | ReplyFailed
+
+
+class Engine(ABC):
+    """Base of all engines. Subclasses implement ``info`` and ``respond``."""
+
+    @property
+    @abstractmethod
+    def info(self) -> EngineInfo:
+        """Name, device and whether this is the demo engine."""
+
+    @abstractmethod
+    def respond(self, turn: UserTurn, cancel: threading.Event) -> Iterator[EngineEvent]:
+        """Yield reply events; stop promptly (within one step) once ``cancel`` is set.
+
+        The last event is ``ReplyDone`` or ``ReplyFailed``. Exceptions are the caller's to turn
+        into ``ReplyFailed``; engines should still prefer yielding it with advice.
+        """
+
+    def reply_heard(self, turn_id: int, heard_samples: int, sample_rate_hz: int) -> None:  # noqa: B027
+        """How much of a reply reached the speaker, so history keeps only what was heard."""
+
+    def reset(self) -> None:  # noqa: B027
+        """Start a new conversation (forget history)."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release memory and devices."""

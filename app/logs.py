@@ -1,0 +1,35 @@
+"""Logging: warnings to the console, everything to a rotating file in the log folder."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+
+from app.paths import log_dir
+
+LOG_FILE_NAME = "moss-voice.log"
+
+
+def setup_logging(verbose: bool = False, to_file: bool = True) -> None:
+    root = logging.getLogger()
+    if getattr(root, "_moss_voice_configured", False):
+        return
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    if sys.stderr is not None:  # None in windowed (no console) bundles
+        console = logging.StreamHandler(sys.stderr)
+        console.setLevel(logging.DEBUG if verbose else logging.WARNING)
+        console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(console)
+    if to_file:
+        try:
+            folder = log_dir()
+            folder.mkdir(parents=True, exist_ok=True)
+            handler = logging.handlers.RotatingFileHandler(
+                folder / LOG_FILE_NAME, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+            handler.setFormatter(logging.Formatter(
+                "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+            root.addHandler(handler)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("no log file (%s)", exc)
+    root._moss_voice_configured = True  # type: ignore[attr-defined]

@@ -1,0 +1,180 @@
+"""One typed settings model for the whole app.
+
+Each group is a frozen pydantic model; field descriptions double as tooltips in the settings
+panel. Reading and writing the TOML file lives in :mod:`app.settings_store`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+EngineKind = Literal["echo", "moss_speech"]
+ComputeDevice = Literal["auto", "cuda", "cpu", "npu"]
+Precision = Literal["bf16", "int8", "int4", "fp32"]
+OutputModality = Literal["audio", "text"]
+ListenMode = Literal["always_listening", "push_to_talk"]
+EchoMode = Literal["automatic", "headset", "half_duplex"]
+FirstHop = Literal["aggressive", "aligned"]
+
+
+class EngineSettings(_Group):
+    kind: EngineKind = Field(
+        "echo",
+        description="Which engine answers: 'moss_speech' (the model) or 'echo' (a demo that "
+        "plays your own words back; no model needed).",
+    )
+    model_dir: Path | None = Field(None, description="Folder of OpenMOSS-Team/MOSS-Speech.")
+    codec_dir: Path | None = Field(None, description="Folder of OpenMOSS-Team/MOSS-Speech-Codec.")
+    voice_prompt: Path | None = Field(
+        None, description="WAV or FLAC file (1–60 s) whose voice the replies use."
+    )
+    device: ComputeDevice = Field(
+        "auto", description="Where the model runs; 'auto' picks CUDA, then NPU, then CPU."
+    )
+    precision: Precision = Field(
+        "bf16", description="Weight precision: bf16 (best quality), int8 or int4 (less memory)."
+    )
+    output_modality: OutputModality = Field(
+        "audio", description="Answer in speech ('audio') or in text ('text')."
+    )
+    system_prompt: str = Field(
+        "", description="Instruction given to the model; empty uses the model's default."
+    )
+    context_max_rows: int = Field(
+        4096,
+        ge=256,
+        le=40960,
+        description="Model context bound in grid rows (12.5 rows per second of speech); the "
+        "oldest turns leave the model context, never the transcript.",
+    )
+    speculative_start: bool = Field(
+        True, description="Start answering at a short pause; dropped silently if you go on."
+    )
+    speculative_pause_ms: int = Field(
+        150, ge=50, le=2000, description="Pause after which a speculative answer starts."
+    )
+
+
+class StreamingSettings(_Group):
+    chunk_codes: Literal[5, 25] = Field(
+        5,
+        description="Chunk-trained flow checkpoint: 5 codes (0.4 s, lowest latency) or 25 codes "
+        "(2 s, smoother seams).",
+    )
+    first_hop: FirstHop = Field(
+        "aggressive",
+        description="'aggressive' decodes the first audio as early as possible; 'aligned' "
+        "waits for a full chunk aligned to the voice prompt.",
+    )
+
+
+class SamplingSettings(_Group):
+    temperature: float = Field(0.6, ge=0.0, le=2.0, description="0 means greedy decoding.")
+    top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    top_k: int = Field(20, ge=0, le=1000, description="Keep the k likeliest tokens; 0 = off.")
+    repetition_penalty: float = Field(
+        1.1, ge=1.0, le=2.0, description="Penalty on tokens already in the conversation."
+    )
+    max_new_rows: int = Field(
+        500, ge=1, le=8192, description="Longest reply in rows (12.5 rows per second of speech)."
+    )
+    min_new_rows: int = Field(
+        10, ge=0, le=1000, description="End of speech is not allowed before this many rows."
+    )
+    seed: int | None = Field(None, ge=0, description="Fixed seed for reproducible replies.")
+
+
+class VadSettings(_Group):
+    threshold: float = Field(
+        0.5, gt=0.0, lt=1.0, description="Speech probability above which a frame is speech."
+    )
+    min_speech_ms: int = Field(
+        250, ge=0, le=2000, description="Shorter bursts (clicks, coughs) do not start a turn."
+    )
+    endpoint_silence_ms: int = Field(
+        500, ge=100, le=5000, description="Silence that ends your turn."
+    )
+    pre_roll_ms: int = Field(
+        300, ge=0, le=2000, description="Audio kept from before the detected onset."
+    )
+
+
+class TurnSettings(_Group):
+    mode: ListenMode = Field(
+        "always_listening", description="Always listening, or push-to-talk (hold a key)."
+    )
+    barge_in: bool = Field(True, description="Talking over a reply stops it.")
+    barge_in_min_speech_ms: int = Field(
+        96,
+        ge=0,
+        le=1000,
+        description="Speech needed to confirm a barge-in; shorter sounds only duck the reply.",
+    )
+    hold_to_talk_key: str = Field("Space", min_length=1, description="Key held to talk.")
+
+
+class EchoSettings(_Group):
+    mode: EchoMode = Field(
+        "automatic",
+        description="'automatic' cancels the speaker's echo; 'headset' turns that off; "
+        "'half_duplex' never listens while the assistant speaks (no barge-in).",
+    )
+
+
+class AudioSettings(_Group):
+    input_device: str | None = Field(None, description="Microphone by name; empty = default.")
+    output_device: str | None = Field(None, description="Speaker by name; empty = default.")
+    playback_start_ms: int = Field(
+        80,
+        ge=0,
+        le=2000,
+        description="Reply audio buffered before playback starts (guards against stutter).",
+    )
+
+
+class TranscriptSettings(_Group):
+    text_branch: bool = Field(
+        True, description="Fill the transcript with the model's own text branch."
+    )
+    save_recordings: bool = Field(False, description="Keep WAV recordings of each session.")
+    recordings_dir: Path | None = Field(
+        None, description="Where recordings go; empty = the app's data folder."
+    )
+
+
+class UiSettings(_Group):
+    first_run_done: bool = Field(False, description="The first-run screen was completed.")
+
+
+class Settings(_Group):
+    """Everything a person can set. Immutable: use ``model_copy(update=...)`` to change."""
+
+    schema_version: int = Field(1, ge=1)
+    engine: EngineSettings = EngineSettings()
+    streaming: StreamingSettings = StreamingSettings()
+    sampling: SamplingSettings = SamplingSettings()
+    vad: VadSettings = VadSettings()
+    turn: TurnSettings = TurnSettings()
+    echo: EchoSettings = EchoSettings()
+    audio: AudioSettings = AudioSettings()
+    transcript: TranscriptSettings = TranscriptSettings()
+    ui: UiSettings = UiSettings()
+
+    def with_value(self, dotted_key: str, value: object) -> Settings:
+        """Return a validated copy with one ``group.field`` changed (raises ValueError)."""
+        group_name, _, field_name = dotted_key.partition(".")
+        data = self.model_dump()
+        if group_name not in data or not isinstance(data[group_name], dict):
+            raise ValueError(f"{dotted_key}: no such settings group")
+        if field_name not in data[group_name]:
+            raise ValueError(f"{dotted_key}: no such setting")
+        data[group_name][field_name] = value
+        return Settings.model_validate(data)
