@@ -8,8 +8,11 @@ imperatives flowing from the UI to the pipeline's single inlet. No Qt, no torch.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
+
+import numpy as np
 
 from app.engine.base import EngineInfo
 from app.settings import ListenMode, Settings
@@ -178,3 +181,32 @@ PipelineEvent = (
 Command = (
     PressToTalk | ReleaseToTalk | SetListenMode | SetMuted | StopReply | ApplySettings | Shutdown
 )
+
+
+# ---- the pipeline as the UI sees it ---------------------------------------------------------
+
+
+class WaveformSource(Protocol):
+    """A ring buffer of recent samples the UI polls (~30-60 Hz) without allocating."""
+
+    sample_rate_hz: int
+
+    def read_latest(self, out: np.ndarray) -> int:
+        """Copy the newest ``len(out)`` samples into ``out`` (oldest first); return how many
+        were available (the rest of ``out`` is zero-filled at the start)."""
+        ...
+
+
+class ConversationPort(Protocol):
+    """What the UI may do with the running conversation: send commands, receive events.
+
+    ``subscribe`` sinks are called from pipeline threads; the UI's single bridge object turns
+    them into queued Qt signals. ``submit`` never blocks.
+    """
+
+    mic_waveform: WaveformSource
+    reply_waveform: WaveformSource
+
+    def submit(self, command: Command) -> None: ...
+
+    def subscribe(self, sink: Callable[[PipelineEvent], None]) -> None: ...

@@ -101,6 +101,13 @@ class Engine(ABC):
         into ``ReplyFailed``; engines should still prefer yielding it with advice.
         """
 
+    def feed_user_audio(self, turn_id: int, pcm_16k: np.ndarray) -> None:  # noqa: B027
+        """User audio as it arrives, before the turn ends (encode while the user talks).
+
+        Called on the engine thread, in order; ``respond`` for the same ``turn_id`` follows
+        with the whole turn. Engines that cannot use it ignore it.
+        """
+
     def reply_heard(self, turn_id: int, heard_samples: int, sample_rate_hz: int) -> None:  # noqa: B027
         """How much of a reply reached the speaker, so history keeps only what was heard."""
 
