@@ -1,0 +1,69 @@
+"""Turning ErrorReported / DeviceLost events into banner text and one action each.
+
+Categories the pipeline and engine report (ReplyFailed's categories plus the pipeline's own):
+``out_of_memory``, ``engine``, ``input``, ``model_invalid``, ``audio`` (devices). Unknown
+categories still get a banner with the event's own ``action`` text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from app.events import ApplySettings, DeviceLost, ErrorReported
+
+if TYPE_CHECKING:
+    from app.ui.main_window import MainWindow
+
+TITLES = {
+    "out_of_memory": "The GPU ran out of memory",
+    "engine": "The engine failed",
+    "input": "That turn could not be used",
+    "model_invalid": "The model folder cannot be used",
+    "audio": "Audio device problem",
+}
+BUTTONS = {
+    "out_of_memory": "Choose a smaller precision",
+    "engine": "Reload the engine",
+    "model_invalid": "Open the model manager",
+    "audio": "Audio settings",
+}
+
+
+def describe_error(event: ErrorReported) -> tuple[str, str]:
+    """(banner text, button text); the conversation so far is always kept."""
+    title = TITLES.get(event.category, event.category.replace("_", " ").capitalize())
+    text = f"<b>{title}.</b> {event.message}"
+    if event.action:
+        text += f" <i>{event.action}</i>"
+    if event.category in ("out_of_memory", "engine", "input"):
+        text += " The conversation so far is kept."
+    return text, BUTTONS.get(event.category, "")
+
+
+def describe_device_lost(event: DeviceLost) -> tuple[str, str]:
+    what = "Microphone" if event.direction == "input" else "Speaker"
+    if event.fallback_name:
+        return "warning", (f"<b>{what} '{event.device_name}' was disconnected.</b> Now using "
+                           f"'{event.fallback_name}'.")
+    return "error", (f"<b>{what} '{event.device_name}' was disconnected</b> and no other "
+                     f"{what.lower()} is available. Plug one in or choose another in the audio "
+                     "settings.")
+
+
+class ErrorActions:
+    """What each banner button does, on the main window."""
+
+    def __init__(self, window: MainWindow) -> None:
+        self.window = window
+
+    def for_category(self, category: str) -> Callable[[], None] | None:
+        return {
+            "out_of_memory": lambda: self.window.open_settings("engine"),
+            "engine": self.reload_engine,
+            "model_invalid": self.window.open_model_manager,
+            "audio": lambda: self.window.open_settings("audio"),
+        }.get(category)
+
+    def reload_engine(self) -> None:
+        self.window.bridge.submit(ApplySettings(self.window.settings, reload_engine=True))
