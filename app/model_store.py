@@ -215,7 +215,8 @@ def progress_bar_class(tracker: ProgressTracker) -> type[tqdm]:
     """A tqdm subclass for ``snapshot_download(tqdm_class=...)`` that feeds ``tracker``.
 
     snapshot_download makes three bars: "Downloading bytes" (network), "Reconstructing ..."
-    (bytes written to disk; counted here) and "Fetching N files". Every update checks cancel.
+    (bytes written to disk; counted here) and "Fetching N files". Every update and refresh
+    checks cancel.
     """
 
     class TrackerBar(SilentBar):
@@ -229,6 +230,12 @@ def progress_bar_class(tracker: ProgressTracker) -> type[tqdm]:
             else:
                 tracker.check_cancel()
             return super().update(n)
+
+        def refresh(self, *args: Any, **kwargs: Any) -> None:
+            # Called as each file's download starts (before its body is read): cancel there too,
+            # so files queued behind a cancelled one are not fetched.
+            tracker.check_cancel()
+            super().refresh(*args, **kwargs)
 
     return TrackerBar
 
@@ -330,6 +337,9 @@ def describe_hub_error(spec: RepoSpec, exc: BaseException) -> str:
         RepositoryNotFoundError,
     )
 
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(exc, DryRunError) and cause is not None:
+        exc = cause  # the dry run wraps the real reason (not found, no network, ...)
     detail = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
     if isinstance(exc, GatedRepoError):
         return (f"{spec.repo_id} needs a Hugging Face login with access to it. Log in with "

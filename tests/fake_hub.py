@@ -69,12 +69,16 @@ class FakeHub:
         self.repos = repos
         self.drop_next_gets = 0
         self.fail_next_gets = 0  # answer file GETs with 503 (server trouble)
+        self.broken_files: set[str] = set()  # always 503 for these file names
         self.requests: list[tuple[str, str]] = []
         self.get_started = threading.Event()
+        self.gate = threading.Event()  # file bodies wait for it; clear it to hold downloads
+        self.gate.set()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                                        daemon=True)
 
     @property
     def url(self) -> str:
@@ -160,7 +164,7 @@ class FakeHub:
                     self._json(404, {"error": "Entry not found"},
                                {"X-Error-Code": "EntryNotFound"})
                     return
-                if not head and hub.take_failure():
+                if not head and (name in hub.broken_files or hub.take_failure()):
                     self._json(503, {"error": "Service unavailable"})
                     return
                 start = 0
@@ -182,6 +186,7 @@ class FakeHub:
                     self.connection.shutdown(2)
                     return
                 hub.get_started.set()
+                hub.gate.wait(30)
                 self.wfile.write(body)
 
             def _json(self, status: int, payload: object,

@@ -1,28 +1,33 @@
 """THE one Qt object that receives anything from other threads.
 
 Pipeline sinks, download workers, the GPU query and folder checks all hand their results to
-``UiBridge.post`` from whatever thread they run on; a queued signal carries them to the GUI
-thread, where handlers registered by event type run. Commands go the other way through
-``submit``, which never blocks (ConversationPort.submit does not). No other QObject in the UI
-is touched from a non-GUI thread.
+``UiBridge.post`` from whatever thread they run on. ``post`` puts the event in a thread-safe
+queue and posts a wake-up QEvent (QCoreApplication.postEvent is thread-safe); on the GUI thread
+the bridge drains the queue in order and runs the handlers registered for each event type, at
+most ``MAX_EVENTS_PER_DRAIN`` at a time so a flood never stalls painting. Commands go the other
+way through ``submit``, which never blocks (ConversationPort.submit does not). No other QObject
+in the UI is touched from a non-GUI thread.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Signal
 
 from app.events import Command, ConversationPort
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Handler = Callable[[Any], None]
+WAKE_EVENT = QEvent.Type(QEvent.registerEventType())
+MAX_EVENTS_PER_DRAIN = 200
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,6 @@ class TaskFailed:
 class UiBridge(QObject):
     """Events in (any thread) → handlers on the GUI thread; commands out to the port."""
 
-    _delivered = Signal(object)
     port_attached = Signal()
 
     def __init__(self, port: ConversationPort | None = None,
@@ -52,8 +56,7 @@ class UiBridge(QObject):
         self._port: ConversationPort | None = None
         self.dropped_commands: list[Command] = []  # sent while no pipeline was attached
         self._threads: set[threading.Thread] = set()
-        # Queued even when posted from the GUI thread: handlers never re-enter each other.
-        self._delivered.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         if port is not None:
             self.attach(port)
 
@@ -84,8 +87,25 @@ class UiBridge(QObject):
     # ---- events ----------------------------------------------------------------------------
 
     def post(self, event: object) -> None:
-        """Thread-safe: deliver ``event`` to the GUI thread's handlers (in posting order)."""
-        self._delivered.emit(event)
+        """Thread-safe: deliver ``event`` to the GUI thread's handlers (in posting order).
+
+        Delivery is always queued, even from the GUI thread: handlers never re-enter each other.
+        """
+        self._inbox.put(event)
+        QCoreApplication.postEvent(self, QEvent(WAKE_EVENT))
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() != WAKE_EVENT:
+            return super().event(event)
+        for _ in range(MAX_EVENTS_PER_DRAIN):
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+            self._dispatch(item)
+        if not self._inbox.empty():  # more left: continue after the GUI has painted
+            QCoreApplication.postEvent(self, QEvent(WAKE_EVENT))
+        return True
 
     def on(self, event_type: type[T], handler: Callable[[T], None]) -> None:
         """Call ``handler(event)`` on the GUI thread for every posted ``event_type``."""

@@ -116,7 +116,8 @@ class HoldToTalkFilter(QObject):
         assert isinstance(event, QKeyEvent)
         if self._key is None or event.key() != self._key[0]:
             return False
-        if isinstance(QApplication.focusWidget(), _TEXT_INPUTS):
+        if isinstance(watched, _TEXT_INPUTS) or isinstance(QApplication.focusWidget(),
+                                                            _TEXT_INPUTS):
             return False
         if event.isAutoRepeat():
             return True

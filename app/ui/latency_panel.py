@@ -40,8 +40,9 @@ MAX_KEPT_RECORDS = 10_000  # a long session stays flat in memory
 STAGE_TITLES = {"endpoint_wait": "Endpoint wait", "encode": "Encode", "prefill": "Prefill",
                 "first_row": "First row", "first_chunk": "First chunk",
                 "output_buffer": "Output buffer"}
-STAGE_SHORT = {"endpoint_wait": "Endpoint", "encode": "Encode", "prefill": "Prefill",
-               "first_row": "1st row", "first_chunk": "1st chunk", "output_buffer": "Output"}
+STAGE_SHORT = {"endpoint_wait": "Endpoint\nwait", "encode": "Encode", "prefill": "Prefill",
+               "first_row": "First\nrow", "first_chunk": "First\nchunk",
+               "output_buffer": "Output\nbuffer"}
 STAGE_COLORS = {"endpoint_wait": "#8e9aaf", "encode": "#4c9be8", "prefill": "#8e6fd8",
                 "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d"}
 OTHER_COLOR = "#c8c8c8"
@@ -163,8 +164,8 @@ class HistoryModel(QAbstractTableModel):
     def __init__(self) -> None:
         super().__init__()
         self.records: deque[TurnRecord] = deque(maxlen=MAX_KEPT_RECORDS)
-        self.columns = ["Turn", "Response", *[STAGE_SHORT.get(s, s) for s in STAGES], "Heard s",
-                        "Barge-in"]
+        self.columns = ["Turn", "Response", *[STAGE_SHORT.get(s, s) for s in STAGES],
+                        "Heard\n(s)", "Barge-in\nstop"]
         self.tooltips = ["Turn number", "Response latency (ms)",
                          *[f"{stage_title(s)} (ms)" for s in STAGES],
                          "Seconds of the reply that were heard", "Barge-in stop latency (ms)"]

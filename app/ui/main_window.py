@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app import APP_NAME, __version__
 from app.engine.base import EngineInfo
+from app.engine.preflight import GpuQuery, query_gpu_memory
 from app.events import (
     ApplySettings,
     ConversationPort,
@@ -88,7 +89,8 @@ def needs_first_run(settings: Settings) -> bool:
 class MainWindow(QMainWindow):
     def __init__(self, settings: Settings, engine_info: EngineInfo | None = None,
                  bridge: UiBridge | None = None, port_factory: PortFactory | None = None,
-                 persist_settings: bool = True) -> None:
+                 persist_settings: bool = True,
+                 gpu_query: Callable[[], GpuQuery] = query_gpu_memory) -> None:
         super().__init__()
         self.setWindowTitle(APP_NAME)
         self.setWindowIcon(QIcon(str(resource("icons", "moss-voice.svg"))))
@@ -96,6 +98,7 @@ class MainWindow(QMainWindow):
         self.bridge = bridge or UiBridge(parent=self)
         self.port_factory = port_factory
         self.persist_settings = persist_settings
+        self.gpu_query = gpu_query  # run off the GUI thread by the dialogs that show VRAM
         self._settings = settings
         self.engine_info = engine_info
         self.settings_dialog: QWidget | None = None
@@ -363,7 +366,7 @@ class MainWindow(QMainWindow):
         from app.ui.settings_dialog import SettingsDialog
 
         if self.settings_dialog is None:
-            dialog = SettingsDialog(self._settings, self.bridge, self)
+            dialog = SettingsDialog(self._settings, self.bridge, self, gpu_query=self.gpu_query)
             dialog.applied.connect(self.update_settings)
             dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
             self.settings_dialog = dialog
@@ -378,7 +381,8 @@ class MainWindow(QMainWindow):
         from app.ui.model_manager import ModelManagerDialog
 
         if self.model_manager is None:
-            dialog = ModelManagerDialog(self._settings, self.bridge, parent=self)
+            dialog = ModelManagerDialog(self._settings, self.bridge, parent=self,
+                                        gpu_query=self.gpu_query)
             dialog.folders_chosen.connect(self.use_model_folders)
             dialog.finished.connect(lambda _r: setattr(self, "model_manager", None))
             self.model_manager = dialog

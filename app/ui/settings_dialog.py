@@ -85,11 +85,12 @@ class SettingsDialog(QDialog):
         self.pages = QStackedWidget()
         self.group_list = QListWidget()
         self.group_list.setMaximumWidth(190)
+        self.group_list.setSpacing(3)
         self.group_list.currentRowChanged.connect(self.pages.setCurrentIndex)
         self.groups = list(settings_fields())
         for group, fields in settings_fields().items():
             self.group_list.addItem(group_title(group))
-            self.pages.addWidget(self._build_page(fields))
+            self.pages.addWidget(self._build_page(group, fields))
         self._build_reload_bar()
         self.status = QLabel()
         self.status.setWordWrap(True)
@@ -118,9 +119,15 @@ class SettingsDialog(QDialog):
 
     # ---- building ----------------------------------------------------------------------------
 
-    def _build_page(self, fields: list[SettingField]) -> QWidget:
+    def _build_page(self, group: str, fields: list[SettingField]) -> QWidget:
         page = QWidget()
-        form = QFormLayout(page)
+        outer = QVBoxLayout(page)
+        title = QLabel(group_title(group))
+        title.setStyleSheet("font-size: 15px; font-weight: 600;")
+        outer.addWidget(title)
+        form = QFormLayout()
+        outer.addLayout(form)
+        outer.addStretch(1)  # rows keep their natural height; space collects at the bottom
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
         for field in fields:

@@ -80,6 +80,7 @@ def field_label(name: str, info: FieldInfo) -> str:
     unit = UNIT_SUFFIXES.get(words[-1]) if len(words) > 1 else None
     if unit:
         words = words[:-1]
+    words = ["folder" if w == "dir" else w for w in words]
     text = " ".join(words).capitalize().replace("Vad", "VAD").replace("Top p", "Top-p")
     text = text.replace("Top k", "Top-k")
     return f"{text} ({unit})" if unit else text
@@ -212,7 +213,7 @@ class TextEditor(FieldEditor):
         if multiline:
             self.edit.setMaximumHeight(80)
         if optional:
-            self.edit.setPlaceholderText("empty = default")
+            self.edit.setPlaceholderText("(not set)")
         self.edit.textChanged.connect(self.changed)
 
     def text(self) -> str:
@@ -242,7 +243,7 @@ class PathEditor(FieldEditor):
         self.optional = optional
         self.file_filter = file_filter
         self.line = QLineEdit()
-        self.line.setPlaceholderText("empty = default" if optional else "")
+        self.line.setPlaceholderText("(not set)" if optional else "")
         self.browse = QPushButton("Browse…")
         self.browse.clicked.connect(self.ask_path)
         self.row = QHBoxLayout(container)

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -76,9 +77,13 @@ class PrecisionEditor(ChoiceEditor):
         self.note.setWordWrap(True)
         self.note.setObjectName("precisionNote")
         container = QWidget()
+        container.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        row = QHBoxLayout()
+        row.addWidget(self.combo)
+        row.addStretch(1)
         layout = QVBoxLayout(container)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.combo)
+        layout.addLayout(row)
         layout.addWidget(self.note)
         self.container = container
         self.refresh()
@@ -100,8 +105,8 @@ class PrecisionEditor(ChoiceEditor):
             if best is not None:
                 mark = "  ✓ fits" if need.fits(best.free_bytes) else "  ✗ too big"
             self.set_item_text(option, f"{option} — about {gib(need.total_bytes)}{mark}")
-        self.combo.setToolTip("\n".join(estimate(o, self.context_rows, self.dims).breakdown()
-                                        for o in self.options))
+        self.combo.setToolTip(self.field.tooltip + "\n\nEstimated GPU memory:\n" + "\n".join(
+            estimate(o, self.context_rows, self.dims).breakdown() for o in self.options))
         if self.gpu is None:
             return
         if best is None:
@@ -110,7 +115,8 @@ class PrecisionEditor(ChoiceEditor):
             return
         advice = recommend(best.free_bytes, self.context_rows, self.dims)
         self.note.setText(f"{best.name}: {gib(best.free_bytes)} free. Recommended: "
-                          f"{advice.precision or 'none fits'}. {advice.message}")
+                          f"{advice.precision or 'none fits'}.")
+        self.note.setToolTip(advice.message)
 
 
 class VoicePromptEditor(PathEditor):

@@ -69,7 +69,10 @@ class WaveformWidget(QWidget):
         self._scratch = np.zeros(cols, np.float32)
         self._top, self._bottom, self._rms_top, self._rms_bottom = (
             np.zeros((1, cols), np.int32) for _ in range(4))
-        self._row_index = np.arange(rows, dtype=np.int32).reshape(rows, 1)  # [rows, 1]
+        # Full-size grids: comparing against a broadcast operand makes numpy allocate an
+        # iteration buffer per call, a broadcast copy into a preallocated grid does not.
+        self._row_grid = np.repeat(np.arange(rows, dtype=np.int32)[:, None], cols, axis=1)
+        self._limit_grid = np.zeros((rows, cols), np.int32)  # [rows, cols]
         self._mask = np.zeros((rows, cols), bool)
         self._mask_b = np.zeros((rows, cols), bool)
         self._pixels = np.zeros((rows, cols), np.uint32)  # [rows, cols] ARGB32
@@ -93,7 +96,8 @@ class WaveformWidget(QWidget):
         np.max(self._by_col, axis=1, out=self._hi)
         np.min(self._by_col, axis=1, out=self._lo)
         np.square(self._by_col, out=self._squares)
-        np.mean(self._squares, axis=1, out=self._rms)
+        np.sum(self._squares, axis=1, out=self._rms)
+        np.multiply(self._rms, 1.0 / self._per_col, out=self._rms)
         np.sqrt(self._rms, out=self._rms)
         self.peak_dbfs = dbfs(max(float(self._hi[-1]), -float(self._lo[-1])))
         self._to_rows(self._hi, self._top)
@@ -119,8 +123,10 @@ class WaveformWidget(QWidget):
         self._pixels[self._rows_n // 2, :] = self._axis_color
         for top, bottom, color in ((self._top, self._bottom, self._peak_color),
                                    (self._rms_top, self._rms_bottom, self._rms_color)):
-            np.greater_equal(self._row_index, top, out=self._mask)
-            np.less_equal(self._row_index, bottom, out=self._mask_b)
+            np.copyto(self._limit_grid, top)
+            np.greater_equal(self._row_grid, self._limit_grid, out=self._mask)
+            np.copyto(self._limit_grid, bottom)
+            np.less_equal(self._row_grid, self._limit_grid, out=self._mask_b)
             np.logical_and(self._mask, self._mask_b, out=self._mask)
             np.copyto(self._pixels, color, where=self._mask)
 
