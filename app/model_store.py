@@ -248,7 +248,7 @@ class _NullFile:
         return None
 
 
-class SilentBar(tqdm):  # type: ignore[misc]
+class SilentBar(tqdm):
     """A progress bar that prints nothing (dry runs)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

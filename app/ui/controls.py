@@ -67,7 +67,7 @@ def key_from_name(name: str) -> tuple[int, Qt.KeyboardModifier] | None:
     sequence = QKeySequence.fromString(name)
     if sequence.count() != 1:
         return None
-    combination = sequence[0]
+    combination = sequence[0]  # type: ignore[index]  # QKeySequence supports [i] at runtime
     if not sequence.toString() or combination.key() == Qt.Key.Key_unknown:
         return None
     return int(combination.key()), combination.keyboardModifiers()

@@ -1,4 +1,4 @@
-"""Turning ErrorReported / DeviceLost events into banner text and one action each.
+"""Engine status, ErrorReported and DeviceLost events as banners with one action each.
 
 Categories the pipeline and engine report (ReplyFailed's categories plus the pipeline's own):
 ``out_of_memory``, ``engine``, ``input``, ``model_invalid``, ``audio`` (devices). Unknown
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from app.events import ApplySettings, DeviceLost, ErrorReported
+from app.events import ApplySettings, DeviceLost, EngineStatusChanged, ErrorReported
+from app.ui.banners import Severity
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
@@ -41,7 +42,7 @@ def describe_error(event: ErrorReported) -> tuple[str, str]:
     return text, BUTTONS.get(event.category, "")
 
 
-def describe_device_lost(event: DeviceLost) -> tuple[str, str]:
+def describe_device_lost(event: DeviceLost) -> tuple[Severity, str]:
     what = "Microphone" if event.direction == "input" else "Speaker"
     if event.fallback_name:
         return "warning", (f"<b>{what} '{event.device_name}' was disconnected.</b> Now using "
@@ -51,13 +52,36 @@ def describe_device_lost(event: DeviceLost) -> tuple[str, str]:
                      "settings.")
 
 
-class ErrorActions:
-    """What each banner button does, on the main window."""
+class StatusPresenter:
+    """Shows engine loading progress and errors on the main window; nothing here is modal."""
 
     def __init__(self, window: MainWindow) -> None:
         self.window = window
 
-    def for_category(self, category: str) -> Callable[[], None] | None:
+    def on_engine_status(self, event: EngineStatusChanged) -> None:
+        window = self.window
+        window.apply_settings(window.settings, event.info)
+        if event.loading:
+            text = f"Loading {event.info.name}… {event.message}".strip()
+            banner = window.banners.show_banner("engine-loading", "info", text)
+            banner.set_progress(event.progress)
+        else:
+            window.banners.remove("engine-loading")
+            if event.message:
+                window.statusBar().showMessage(event.message, 10_000)
+
+    def on_device_lost(self, event: DeviceLost) -> None:
+        severity, text = describe_device_lost(event)
+        self.window.banners.show_banner(f"device-{event.direction}", severity, text,
+                                        "Audio settings",
+                                        lambda: self.window.open_settings("audio"))
+
+    def on_error(self, event: ErrorReported) -> None:
+        text, button = describe_error(event)
+        self.window.banners.show_banner(f"error-{event.category}", "error", text, button,
+                                        self.action_for(event.category))
+
+    def action_for(self, category: str) -> Callable[[], None] | None:
         return {
             "out_of_memory": lambda: self.window.open_settings("engine"),
             "engine": self.reload_engine,

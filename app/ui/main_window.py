@@ -56,7 +56,7 @@ from app.settings_store import save_settings
 from app.ui.banners import BannerArea
 from app.ui.bridge import UiBridge
 from app.ui.controls import MODE_TEXT, STATE_TEXT, HoldToTalkFilter, StateIndicator, TalkControls
-from app.ui.errors import ErrorActions, describe_device_lost, describe_error
+from app.ui.errors import StatusPresenter
 from app.ui.first_run import FirstRunPage
 from app.ui.latency_panel import LatencyPanel
 from app.ui.transcript_view import TranscriptView
@@ -106,11 +106,12 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         self._build_menus()
         self._connect_bridge()
-        self.error_actions = ErrorActions(self)
         self.hold_filter = HoldToTalkFilter(self)
         self.hold_filter.pressed.connect(self._on_talk_pressed)
         self.hold_filter.released.connect(self._on_talk_released)
-        QApplication.instance().installEventFilter(self.hold_filter)
+        app = QApplication.instance()
+        assert app is not None
+        app.installEventFilter(self.hold_filter)
         self.frame_timer = QTimer(self)
         self.frame_timer.setInterval(1000 // WAVEFORM_FPS)
         self.frame_timer.timeout.connect(self.refresh_waveforms)
@@ -216,9 +217,10 @@ class MainWindow(QMainWindow):
                      TranscriptUpdated):
             b.on(kind, self.transcript.apply)
         b.on(TurnMeasured, lambda e: self.latency.add_record(e.record))
-        b.on(EngineStatusChanged, self._on_engine_status)
-        b.on(DeviceLost, self._on_device_lost)
-        b.on(ErrorReported, self._on_error)
+        self.status_presenter = StatusPresenter(self)
+        b.on(EngineStatusChanged, self.status_presenter.on_engine_status)
+        b.on(DeviceLost, self.status_presenter.on_device_lost)
+        b.on(ErrorReported, self.status_presenter.on_error)
         b.port_attached.connect(self._on_port_attached)
 
     # ---- settings ----------------------------------------------------------------------------
@@ -337,41 +339,17 @@ class MainWindow(QMainWindow):
         self.controls.talk_button.setDown(False)
         self.bridge.submit(ReleaseToTalk())
 
-    # ---- engine status and errors --------------------------------------------------------------
-
-    def _on_engine_status(self, event: EngineStatusChanged) -> None:
-        self.apply_settings(self._settings, event.info)
-        if event.loading:
-            text = f"Loading {event.info.name}… {event.message}".strip()
-            banner = self.banners.show_banner("engine-loading", "info", text)
-            banner.set_progress(event.progress)
-        else:
-            self.banners.remove("engine-loading")
-            if event.message:
-                self.statusBar().showMessage(event.message, 10_000)
-
-    def _on_device_lost(self, event: DeviceLost) -> None:
-        severity, text = describe_device_lost(event)
-        self.banners.show_banner(f"device-{event.direction}", severity, text, "Audio settings",
-                                 lambda: self.open_settings("audio"))
-
-    def _on_error(self, event: ErrorReported) -> None:
-        text, button = describe_error(event)
-        self.banners.show_banner(f"error-{event.category}", "error", text, button,
-                                 self.error_actions.for_category(event.category))
-
     # ---- dialogs -------------------------------------------------------------------------------
 
     def open_settings(self, group: str | None = None) -> None:
         from app.ui.settings_dialog import SettingsDialog
 
-        if self.settings_dialog is None:
+        dialog = self.settings_dialog
+        if not isinstance(dialog, SettingsDialog):
             dialog = SettingsDialog(self._settings, self.bridge, self, gpu_query=self.gpu_query)
             dialog.applied.connect(self.update_settings)
             dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
             self.settings_dialog = dialog
-        dialog = self.settings_dialog
-        assert isinstance(dialog, SettingsDialog)
         if group:
             dialog.show_group(group)
         dialog.show()
@@ -405,7 +383,9 @@ class MainWindow(QMainWindow):
         # Ask the pipeline to stop; its threads end on their own, the GUI never waits on them.
         self.frame_timer.stop()
         self.bridge.submit(Shutdown())
-        QApplication.instance().removeEventFilter(self.hold_filter)
+        app = QApplication.instance()
+        if app is not None:
+            app.removeEventFilter(self.hold_filter)
         for dialog in (self.settings_dialog, self.model_manager):
             if dialog is not None:
                 dialog.close()

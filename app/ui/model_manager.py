@@ -101,8 +101,9 @@ class ModelManagerDialog(QDialog):
         self.cancel_event = threading.Event()
         grid = QGridLayout()
         grid.setColumnStretch(1, 1)
-        self.rows = {"model": FolderRow("model", grid, 0, settings.engine.model_dir),
-                     "codec": FolderRow("codec", grid, 2, settings.engine.codec_dir)}
+        self.rows: dict[FolderKind, FolderRow] = {
+            "model": FolderRow("model", grid, 0, settings.engine.model_dir),
+            "codec": FolderRow("codec", grid, 2, settings.engine.codec_dir)}
         for kind, row in self.rows.items():
             row.choose_button.clicked.connect(lambda _c=False, k=kind: self.choose_folder(k))
             row.download_button.clicked.connect(lambda _c=False, k=kind: self.start_download(k))

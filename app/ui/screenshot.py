@@ -61,8 +61,9 @@ def take_screenshot(path: Path, demo: bool, port_factory: PortFactory | None = N
     if demo:
         window.start_conversation()
         port = window.bridge.port
-        if hasattr(port, "start"):
-            port.start()
+        start = getattr(port, "start", None)
+        if callable(start):
+            start()
         finished = getattr(port, "finished", None)
         if finished is not None and not wait_until(finished.is_set, TIMEOUT_MS):
             print("The demo conversation did not finish in time; saving what is shown.")

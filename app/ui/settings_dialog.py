@@ -186,9 +186,9 @@ class SettingsDialog(QDialog):
         self.reload_bar.hide()
 
     def _connect_port_events(self) -> None:
-        self._handlers = [(AudioDevicesListed, self._on_devices),
-                          (InputLevelMeasured, self._on_level),
-                          (ToneTestFinished, self._on_tone)]
+        self._handlers: list[tuple[type, Any]] = [(AudioDevicesListed, self._on_devices),
+                                                  (InputLevelMeasured, self._on_level),
+                                                  (ToneTestFinished, self._on_tone)]
         for kind, handler in self._handlers:
             self.bridge.on(kind, handler)
         self.bridge.submit(ListAudioDevices())

@@ -88,7 +88,8 @@ def field_label(name: str, info: FieldInfo) -> str:
 
 def bounds(info: FieldInfo) -> tuple[float | None, float | None]:
     """Inclusive spin-box bounds; strict bounds (gt/lt) are left for pydantic to report."""
-    low = high = None
+    low: Any = None
+    high: Any = None
     for item in info.metadata:
         if isinstance(item, annotated_types.Ge):
             low = item.ge
@@ -98,7 +99,7 @@ def bounds(info: FieldInfo) -> tuple[float | None, float | None]:
             high = item.le
         elif isinstance(item, annotated_types.Lt):
             high = item.lt
-    return low, high  # type: ignore[return-value]
+    return low, high
 
 
 def unwrap_optional(annotation: Any) -> tuple[Any, bool]:

@@ -85,10 +85,10 @@ class TranscriptView(QWidget):
         self.placeholder.setStyleSheet("color: gray; padding: 12px;")
         self._list_layout.addWidget(self.placeholder)
         self._list_layout.addStretch(1)
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setWidget(self._list)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setWidget(self._list)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy the whole conversation as text")
         self.copy_button.clicked.connect(self.copy_to_clipboard)
@@ -101,11 +101,11 @@ class TranscriptView(QWidget):
         buttons.addWidget(self.export_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll, 1)
+        layout.addWidget(self.scroll_area, 1)
         layout.addLayout(buttons)
-        self.scroll.verticalScrollBar().rangeChanged.connect(self._follow_newest)
+        self.scroll_area.verticalScrollBar().rangeChanged.connect(self._follow_newest)
         self._at_bottom = True
-        self.scroll.verticalScrollBar().valueChanged.connect(self._remember_position)
+        self.scroll_area.verticalScrollBar().valueChanged.connect(self._remember_position)
 
     def apply(self, event: object) -> None:
         """Update from a pipeline event (non-transcript events are ignored)."""
@@ -159,9 +159,9 @@ class TranscriptView(QWidget):
                                     "Choose another folder.")
 
     def _remember_position(self, value: int) -> None:
-        bar = self.scroll.verticalScrollBar()
+        bar = self.scroll_area.verticalScrollBar()
         self._at_bottom = value >= bar.maximum() - 4
 
     def _follow_newest(self, _minimum: int, maximum: int) -> None:
         if self._at_bottom:
-            self.scroll.verticalScrollBar().setValue(maximum)
+            self.scroll_area.verticalScrollBar().setValue(maximum)

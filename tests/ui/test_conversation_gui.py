@@ -80,3 +80,12 @@ def test_screenshot_with_demo_conversation(tmp_path: Path, screenshot_dir: Path)
     image = QImage(str(shot))
     assert image.width() >= 1000
     assert not (tmp_path / "config" / "settings.toml").exists()  # a screenshot changes nothing
+
+
+def test_ui_frames_bench_runs(capsys: pytest.CaptureFixture[str], qtbot: QtBot) -> None:
+    from app.cli import main
+
+    assert main(["bench", "ui-frames", "--frames", "5", "--events", "500",
+                 "--speed", "25"]) == 0
+    out = capsys.readouterr().out
+    assert "waveform frame" in out and "500 events" in out and "heartbeat gaps" in out
