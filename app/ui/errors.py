@@ -89,5 +89,29 @@ class StatusPresenter:
             "audio": lambda: self.window.open_settings("audio"),
         }.get(category)
 
+    def check_model_folders(self) -> None:
+        """Verify the configured folders off the GUI thread; a bad one becomes a banner."""
+        from app import model_store
+
+        engine = self.window.settings.engine
+        folders = {"model": engine.model_dir, "codec": engine.codec_dir}
+
+        def work() -> list[str]:
+            problems = []
+            for kind, folder in folders.items():
+                if folder is None:
+                    problems.append(f"no {kind} folder is set")
+                    continue
+                check = model_store.verify(kind, folder)  # type: ignore[arg-type]
+                problems += [f"{kind}: {p}" for p in check.problems[:2]]
+            return problems
+
+        def done(problems: list[str]) -> None:
+            if problems:
+                self.on_error(ErrorReported("model_invalid", "; ".join(problems) + ".",
+                                            "Choose or download it again in the model manager."))
+
+        self.window.bridge.run_in_background(work, done, lambda _exc: None, name="verify-model")
+
     def reload_engine(self) -> None:
         self.window.bridge.submit(ApplySettings(self.window.settings, reload_engine=True))

@@ -288,6 +288,8 @@ class MainWindow(QMainWindow):
         """Build and attach the voice loop (if a factory was given); False if none runs."""
         self.show_page(self.conversation_page)
         self.apply_settings(self._settings)
+        if self._settings.engine.kind == "moss_speech":
+            self.status_presenter.check_model_folders()
         if self.bridge.port is not None:
             return True
         if self.port_factory is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtCore import QRect, QSize, Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor, QImage, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
@@ -46,6 +46,7 @@ class WaveformWidget(QWidget):
         self.setMinimumHeight(56)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+        self._scale = 1.0  # device pixels per logical pixel
         self._allocate(max(self.width(), 1), max(self.height(), 1), 16000)
 
     def sizeHint(self) -> QSize:
@@ -78,10 +79,14 @@ class WaveformWidget(QWidget):
         self._pixels = np.zeros((rows, cols), np.uint32)  # [rows, cols] ARGB32
         self._image = QImage(self._pixels.data, cols, rows, cols * 4,
                              QImage.Format.Format_ARGB32)
+        self._image.setDevicePixelRatio(self._scale)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
+        # One column per physical pixel, so the envelope stays sharp on scaled (HiDPI) screens.
+        self._scale = scale = self.devicePixelRatioF()
         size = event.size()
-        self._allocate(max(size.width(), 1), max(size.height(), 1), self._sample_rate_hz)
+        self._allocate(max(round(size.width() * scale), 1), max(round(size.height() * scale), 1),
+                       self._sample_rate_hz)
         self.refresh()
         super().resizeEvent(event)
 
@@ -132,7 +137,7 @@ class WaveformWidget(QWidget):
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
-        painter.drawImage(QRect(0, 0, self._cols, self._rows_n), self._image)
+        painter.drawImage(self.rect(), self._image)
         painter.setPen(self.palette().color(self.foregroundRole()))
         margin = 6
         text_rect = self.rect().adjusted(margin, margin - 2, -margin, -margin)

@@ -193,3 +193,17 @@ def test_settings_file_warning_and_shutdown(qtbot: QtBot, port: FakePort) -> Non
     assert "vad.threshold" in window.banners.banners["settings-file"].message
     window.close()
     assert port.commands_of(Shutdown) == [Shutdown()]
+
+
+def test_a_configured_but_broken_model_folder_is_reported(qtbot: QtBot, port: FakePort,
+                                                         tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    settings = (done_first_run().with_value("engine.kind", "moss_speech")
+                .with_value("engine.model_dir", tmp_path / "model")
+                .with_value("engine.codec_dir", tmp_path / "missing"))
+    window = open_window(qtbot, settings, port)
+    qtbot.waitUntil(lambda: "error-model_invalid" in window.banners.banners)
+    text = window.banners.banners["error-model_invalid"].message
+    assert "config.json" in text and "codec: folder does not exist" in text
+    assert window.banners.banners["error-model_invalid"].action_button.text() == (
+        "Open the model manager")
