@@ -254,6 +254,8 @@ class MainWindow(QMainWindow):
     def update_settings(self, settings: Settings, reload_engine: bool = False) -> None:
         """Adopt new settings: show, save and send them to the pipeline."""
         self.apply_settings(settings)
+        if self.settings_dialog is not None and hasattr(self.settings_dialog, "sync_external"):
+            self.settings_dialog.sync_external(settings)
         if self.persist_settings:
             try:
                 save_settings(settings)

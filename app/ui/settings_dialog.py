@@ -210,6 +210,19 @@ class SettingsDialog(QDialog):
             editor.blockSignals(False)
         self.validate()
 
+    def sync_external(self, settings: Settings) -> None:
+        """Settings changed outside the dialog (e.g. the always-listening switch): show the
+        new values in every editor the person has not touched, so Apply cannot undo them."""
+        old, new = self.current.model_dump(), settings.model_dump()
+        for key, editor in self.editors.items():
+            group, name = key.split(".", 1)
+            if old[group][name] != new[group][name] and editor.value() == old[group][name]:
+                editor.blockSignals(True)
+                editor.set_value(new[group][name])
+                editor.blockSignals(False)
+        self.current = settings
+        self.validate()
+
     def show_group(self, group: str) -> None:
         if group in self.groups:
             self.group_list.setCurrentRow(self.groups.index(group))

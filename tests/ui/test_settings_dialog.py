@@ -207,3 +207,20 @@ def test_devices_meter_and_test_tone_via_the_port(qtbot: QtBot, port: FakePort,
     dialog.close()
     assert port.commands_of(MonitorInputLevel)[-1] == MonitorInputLevel("USB Mic", False)
     assert dialog.candidate()[0].audio.input_device == "USB Mic"
+
+
+def test_changes_made_outside_the_dialog_are_not_undone(qtbot: QtBot, port: FakePort) -> None:
+    window = MainWindow(Settings().with_value("ui.first_run_done", True),
+                        port_factory=lambda _s: port, gpu_query=no_gpu)
+    qtbot.addWidget(window)
+    window.start_conversation()
+    window.open_settings("sampling")
+    dialog = window.settings_dialog
+    assert isinstance(dialog, SettingsDialog)
+    dialog.editors["sampling.temperature"].set_value(0.9)  # a pending edit of the person's
+    window.controls.always_switch.setChecked(False)  # switched in the main window meanwhile
+    assert dialog.value_of("turn.mode") == "push_to_talk"
+    assert dialog.value_of("sampling.temperature") == 0.9
+    qtbot.mouseClick(dialog.apply_button, Qt.MouseButton.LeftButton)
+    sent = port.commands_of(ApplySettings)[-1].settings
+    assert sent.turn.mode == "push_to_talk" and sent.sampling.temperature == 0.9
