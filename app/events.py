@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
@@ -67,6 +68,9 @@ class ReplyFinished:
 
 @dataclass(frozen=True)
 class TranscriptUpdated:
+    """Transcript of one side of a turn. ``text`` is the whole text so far for this
+    ``turn_id`` and ``role``: each update replaces the previous one (the UI never appends)."""
+
     turn_id: int
     role: Literal["user", "assistant"]
     text: str
@@ -158,12 +162,115 @@ class StopReply:
 
 @dataclass(frozen=True)
 class ApplySettings:
+    """New settings. Most apply live; ``reload_engine`` is set (after the person confirmed)
+    when an engine field changed (kind, folders, device, precision, chunk checkpoint): the
+    pipeline then rebuilds the engine, reporting EngineStatusChanged(loading=True, progress),
+    and keeps the transcript."""
+
     settings: Settings
+    reload_engine: bool = False
 
 
 @dataclass(frozen=True)
 class Shutdown:
     pass
+
+
+@dataclass(frozen=True)
+class ListAudioDevices:
+    """Answered by AudioDevicesListed."""
+
+
+@dataclass(frozen=True)
+class MonitorInputLevel:
+    """Start (``enabled``) or stop InputLevelMeasured events for one microphone; a new start
+    replaces the monitored device (one at a time)."""
+
+    device_name: str | None
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class PlayTestTone:
+    """Play a short tone on one output device; answered by ToneTestFinished."""
+
+    device_name: str | None
+    frequency_hz: float = 440.0
+    duration_ms: int = 1000
+
+
+@dataclass(frozen=True)
+class StartVoiceRecording:
+    """Record a voice prompt from the current microphone into ``path`` (WAV, 16 kHz or more).
+
+    Recording stops by itself after ``max_duration_s``; shorter than ``min_duration_s`` is
+    reported as not usable. Progress: VoiceRecordingProgressed; end: VoiceRecordingFinished.
+    """
+
+    path: Path
+    min_duration_s: float = 5.0
+    max_duration_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class StopVoiceRecording:
+    """Stop the recording; ``keep=False`` discards it."""
+
+    keep: bool = True
+
+
+# ---- settings-panel helpers: device pickers, level meter, test tone, voice recording --------
+# The settings panel asks for these through commands (below); the voice loop owns every audio
+# device, so the UI never opens one itself. A port that cannot do one answers with
+# ErrorReported(category="audio", ...) and the panel shows it.
+
+
+@dataclass(frozen=True)
+class AudioDevicesListed:
+    """Answer to ListAudioDevices: device names as the settings store them."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    default_input: str | None = None
+    default_output: str | None = None
+
+
+@dataclass(frozen=True)
+class InputLevelMeasured:
+    """While MonitorInputLevel is on: the level of the monitored microphone, ~10 per second."""
+
+    device_name: str | None  # None = the system default
+    rms_dbfs: float
+    peak_dbfs: float
+
+
+@dataclass(frozen=True)
+class ToneTestFinished:
+    """Answer to PlayTestTone."""
+
+    device_name: str | None
+    ok: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class VoiceRecordingProgressed:
+    """While a voice prompt is being recorded, ~10 per second."""
+
+    elapsed_s: float
+    level_dbfs: float
+
+
+@dataclass(frozen=True)
+class VoiceRecordingFinished:
+    """The recording stopped (StopVoiceRecording, max duration, or a failure).
+
+    ``path`` is the written WAV, or None when nothing usable was kept (``message`` says why).
+    """
+
+    path: Path | None
+    duration_s: float
+    message: str = ""
 
 
 PipelineEvent = (
@@ -177,9 +284,16 @@ PipelineEvent = (
     | EngineStatusChanged
     | DeviceLost
     | ErrorReported
+    | AudioDevicesListed
+    | InputLevelMeasured
+    | ToneTestFinished
+    | VoiceRecordingProgressed
+    | VoiceRecordingFinished
 )
 Command = (
     PressToTalk | ReleaseToTalk | SetListenMode | SetMuted | StopReply | ApplySettings | Shutdown
+    | ListAudioDevices | MonitorInputLevel | PlayTestTone | StartVoiceRecording
+    | StopVoiceRecording
 )
 
 

@@ -1,4 +1,5 @@
-"""Command line: ``python -m app [--version] [SUBCOMMAND ...]``; no subcommand starts the GUI.
+"""Command line: ``python -m app [--version] [--screenshot PNG [--demo]] [SUBCOMMAND ...]``; no
+subcommand starts the GUI.
 
 Each subcommand is a module with ``add_arguments(parser)`` and ``run(args) -> int``; its help is
 the module docstring's first line. Modules keep heavy imports inside ``run``.
@@ -10,11 +11,13 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from app import APP_NAME, __version__
 
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "app.cli.doctor",
+    "bench": "app.cli.bench",
 }
 
 
@@ -23,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="moss-voice", description=f"{APP_NAME}: talk with MOSS-Speech on your own PC.")
     parser.add_argument("--version", action="version", version=f"{APP_NAME} {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--screenshot", metavar="PNG", type=Path,
+                        help="open the window, save a PNG of it to PNG and exit")
+    parser.add_argument("--demo", action="store_true",
+                        help="with --screenshot: play a short simulated conversation first")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
@@ -37,10 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])
+    if args.demo and args.screenshot is None:
+        parser.error("--demo goes with --screenshot PNG")
     from app.logs import setup_logging
 
     setup_logging(verbose=args.verbose)
     runner = getattr(args, "_run", None)
+    if args.screenshot is not None and runner is None:
+        from app.ui.screenshot import take_screenshot
+
+        return take_screenshot(args.screenshot, demo=args.demo)
     if runner is None:
         from app.cli.default import run_default
 

@@ -1,37 +1,72 @@
-"""The main window: live waveforms, transcript, latency, and a status bar."""
+"""The main window: state, talk controls, live waveforms, transcript, latency, banners.
+
+It renders events that arrive through the bridge and sends commands through it; it never waits
+on the pipeline. ``port_factory`` builds the voice loop (the real pipeline in production, a
+scripted one for screenshots); without one the window still runs and says so.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QIcon
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QTimer, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QColor, QDesktopServices, QIcon
 from PySide6.QtWidgets import (
-    QFrame,
+    QApplication,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QSplitter,
-    QTextBrowser,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from app import APP_NAME
+from app import APP_NAME, __version__
 from app.engine.base import EngineInfo
-from app.events import ConversationState
-from app.paths import resource
+from app.engine.preflight import GpuQuery, query_gpu_memory
+from app.events import (
+    ApplySettings,
+    ConversationPort,
+    ConversationState,
+    DeviceLost,
+    EngineStatusChanged,
+    ErrorReported,
+    PressToTalk,
+    ReleaseToTalk,
+    ReplyFinished,
+    ReplyStarted,
+    SetListenMode,
+    SetMuted,
+    Shutdown,
+    StateChanged,
+    StopReply,
+    TranscriptUpdated,
+    TurnMeasured,
+    UserSpeechStarted,
+    UserTurnEnded,
+)
+from app.paths import log_dir, resource
 from app.settings import Settings
+from app.settings_store import save_settings
+from app.ui.banners import BannerArea
+from app.ui.bridge import UiBridge
+from app.ui.controls import MODE_TEXT, STATE_TEXT, HoldToTalkFilter, StateIndicator, TalkControls
+from app.ui.errors import StatusPresenter
+from app.ui.first_run import FirstRunPage
+from app.ui.latency_panel import LatencyPanel
+from app.ui.transcript_view import TranscriptView
+from app.ui.waveform import WaveformWidget
 
-STATE_TEXT = {
-    ConversationState.IDLE: "Not listening",
-    ConversationState.LISTENING: "Listening",
-    ConversationState.USER_SPEAKING: "You are speaking",
-    ConversationState.ENDPOINTING: "You are speaking",
-    ConversationState.RESPONDING: "Thinking",
-    ConversationState.SPEAKING: "Speaking",
-    ConversationState.INTERRUPTED: "Interrupted",
-}
-MODE_TEXT = {"always_listening": "Always listening", "push_to_talk": "Push-to-talk"}
+log = logging.getLogger(__name__)
+PortFactory = Callable[[Settings], ConversationPort]
+WAVEFORM_FPS = 30
+DEMO_BADGE = "Echo demo — no model loaded"
+__all__ = ["MODE_TEXT", "STATE_TEXT", "MainWindow", "PortFactory", "engine_label"]
 
 
 def engine_label(settings: Settings, info: EngineInfo | None) -> str:
@@ -43,66 +78,319 @@ def engine_label(settings: Settings, info: EngineInfo | None) -> str:
     return "Engine: MOSS-Speech (not loaded)"
 
 
+def needs_first_run(settings: Settings) -> bool:
+    """No model set up and the first-run screen not yet answered."""
+    engine = settings.engine
+    model_set = bool(engine.model_dir and engine.codec_dir and Path(engine.model_dir).is_dir()
+                     and Path(engine.codec_dir).is_dir())
+    return not settings.ui.first_run_done and not (engine.kind == "moss_speech" and model_set)
+
+
 class MainWindow(QMainWindow):
-    def __init__(self, settings: Settings, engine_info: EngineInfo | None = None) -> None:
+    def __init__(self, settings: Settings, engine_info: EngineInfo | None = None,
+                 bridge: UiBridge | None = None, port_factory: PortFactory | None = None,
+                 persist_settings: bool = True,
+                 gpu_query: Callable[[], GpuQuery] = query_gpu_memory) -> None:
         super().__init__()
         self.setWindowTitle(APP_NAME)
         self.setWindowIcon(QIcon(str(resource("icons", "moss-voice.svg"))))
-        self.resize(1000, 720)
+        self.resize(1100, 760)
+        self.bridge = bridge or UiBridge(parent=self)
+        self.port_factory = port_factory
+        self.persist_settings = persist_settings
+        self.gpu_query = gpu_query  # run off the GUI thread by the dialogs that show VRAM
         self._settings = settings
-        self.state_label = QLabel(STATE_TEXT[ConversationState.IDLE])
-        self.state_label.setObjectName("stateLabel")
-        self.state_label.setStyleSheet("font-size: 18px; font-weight: 600;")
-        self.waveform_area = self._titled_area("Microphone and reply", "waveformArea")
-        self.transcript_view = QTextBrowser()
-        self.transcript_view.setObjectName("transcriptView")
-        self.transcript_view.setPlaceholderText("The conversation appears here.")
-        self.latency_area = self._titled_area("Latency", "latencyArea")
-        self.latency_label = QLabel("No turns yet.")
-        self.latency_area.layout().addWidget(self.latency_label)
-        self.setCentralWidget(self._build_central())
-        self.engine_status = QLabel()
-        self.device_status = QLabel()
-        self.mode_status = QLabel()
+        self.engine_info = engine_info
+        self.settings_dialog: QWidget | None = None
+        self.model_manager: QWidget | None = None
+        self._build_widgets()
+        self._build_menus()
+        self._connect_bridge()
+        self.hold_filter = HoldToTalkFilter(self)
+        self.hold_filter.pressed.connect(self._on_talk_pressed)
+        self.hold_filter.released.connect(self._on_talk_released)
+        app = QApplication.instance()
+        assert app is not None
+        app.installEventFilter(self.hold_filter)
+        self.frame_timer = QTimer(self)
+        self.frame_timer.setInterval(1000 // WAVEFORM_FPS)
+        self.frame_timer.timeout.connect(self.refresh_waveforms)
+        self.frame_timer.start()
+        self.show_page(self.first_run if needs_first_run(settings) else self.conversation_page)
+        self.apply_settings(settings, engine_info)
+
+    # ---- layout ------------------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        self.state_label = StateIndicator()
+        self.demo_badge = QLabel(DEMO_BADGE)
+        self.demo_badge.setObjectName("demoBadge")
+        self.demo_badge.setStyleSheet("QLabel#demoBadge { background: #fff3bf; color: #5c4400; "
+                                      "border: 1px solid #e0c060; border-radius: 4px; "
+                                      "padding: 3px 8px; font-weight: 600; }")
+        self.controls = TalkControls()
+        self.controls.mode_changed.connect(self._on_mode_changed)
+        self.controls.talk_pressed.connect(self._on_talk_pressed)
+        self.controls.talk_released.connect(self._on_talk_released)
+        self.controls.mute_changed.connect(lambda muted: self.bridge.submit(SetMuted(muted)))
+        self.controls.stop_requested.connect(lambda: self.bridge.submit(StopReply()))
+        self.banners = BannerArea()
+        self.mic_wave = WaveformWidget("Microphone", QColor("#1f78d1"))
+        self.reply_wave = WaveformWidget("Reply", QColor("#8e44ad"))
+        self.transcript = TranscriptView()
+        self.latency = LatencyPanel()
+        for view in (self.transcript, self.latency):
+            view.export_failed.connect(
+                lambda text: self.banners.show_banner("export", "error", text))
+        self.first_run = FirstRunPage()
+        self.first_run.model_manager_requested.connect(self.open_model_manager)
+        self.first_run.demo_requested.connect(self.start_echo_demo)
+        self.conversation_page = self._build_conversation_page()
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.first_run)
+        self.stack.addWidget(self.conversation_page)
+        header = QHBoxLayout()
+        header.addWidget(self.state_label)
+        header.addWidget(self.demo_badge)
+        header.addStretch(1)
+        header.addWidget(self.controls)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.addLayout(header)
+        layout.addWidget(self.banners)
+        layout.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
+        self.engine_status, self.device_status, self.mode_status = QLabel(), QLabel(), QLabel()
         for label in (self.engine_status, self.device_status, self.mode_status):
             label.setStyleSheet("padding: 0 10px; border-left: 1px solid palette(mid);")
             self.statusBar().addPermanentWidget(label)
-        self.apply_settings(settings, engine_info)
 
-    def _titled_area(self, title: str, name: str) -> QGroupBox:
+    def _titled_area(self, title: str, name: str, *widgets: QWidget) -> QGroupBox:
         box = QGroupBox(title)
         box.setObjectName(name)
-        QVBoxLayout(box)
+        layout = QVBoxLayout(box)
+        for widget in widgets:
+            layout.addWidget(widget)
         return box
 
-    def _build_central(self) -> QWidget:
-        transcript_box = self._titled_area("Transcript", "transcriptArea")
-        transcript_box.layout().addWidget(self.transcript_view)
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.waveform_area)
-        splitter.addWidget(transcript_box)
-        splitter.addWidget(self.latency_area)
-        splitter.setSizes([220, 380, 120])
-        header = QHBoxLayout()
-        header.addWidget(self.state_label)
-        header.addStretch(1)
-        central = QFrame()
-        layout = QVBoxLayout(central)
-        layout.addLayout(header)
-        layout.addWidget(splitter, 1)
-        return central
+    def _build_conversation_page(self) -> QWidget:
+        waves = self._titled_area("Microphone and reply", "waveformArea",
+                                  self.mic_wave, self.reply_wave)
+        transcript = self._titled_area("Transcript", "transcriptArea", self.transcript)
+        latency = self._titled_area("Latency", "latencyArea", self.latency)
+        lower = QSplitter()
+        lower.addWidget(transcript)
+        lower.addWidget(latency)
+        lower.setSizes([500, 600])
+        splitter = QSplitter()
+        splitter.setOrientation(splitter.orientation().Vertical)
+        splitter.addWidget(waves)
+        splitter.addWidget(lower)
+        splitter.setSizes([200, 480])
+        return splitter
+
+    def _build_menus(self) -> None:
+        def action(menu_name: str, text: str, slot: Callable[[], object]) -> QAction:
+            act = QAction(text, self)
+            act.triggered.connect(lambda _checked=False: slot())
+            menus[menu_name].addAction(act)
+            return act
+
+        bar = self.menuBar()
+        menus = {name: bar.addMenu(name) for name in ("&File", "&Settings", "&Help")}
+        action("&File", "Export conversation…", self.transcript._ask_export_path)
+        action("&File", "Export latency as CSV…", lambda: self.latency._ask_export(".csv"))
+        action("&File", "Export latency as JSON…", lambda: self.latency._ask_export(".json"))
+        menus["&File"].addSeparator()
+        action("&File", "Quit", self.close)
+        action("&Settings", "Settings…", self.open_settings)
+        action("&Settings", "Model manager…", self.open_model_manager)
+        action("&Help", "Open log folder", lambda: QDesktopServices.openUrl(
+            QUrl.fromLocalFile(str(log_dir()))))
+        action("&Help", "About", lambda: QMessageBox.about(
+            self, f"About {APP_NAME}", f"{APP_NAME} {__version__}: talk with MOSS-Speech."))
+
+    def _connect_bridge(self) -> None:
+        b = self.bridge
+        b.on(StateChanged, lambda e: self.set_state(e.state))
+        for kind in (UserSpeechStarted, UserTurnEnded, ReplyStarted, ReplyFinished,
+                     TranscriptUpdated):
+            b.on(kind, self.transcript.apply)
+        b.on(TurnMeasured, lambda e: self.latency.add_record(e.record))
+        self.status_presenter = StatusPresenter(self)
+        b.on(EngineStatusChanged, self.status_presenter.on_engine_status)
+        b.on(DeviceLost, self.status_presenter.on_device_lost)
+        b.on(ErrorReported, self.status_presenter.on_error)
+        b.port_attached.connect(self._on_port_attached)
+
+    # ---- settings ----------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
 
     def apply_settings(self, settings: Settings, engine_info: EngineInfo | None = None) -> None:
+        """Show ``settings`` (no command is sent; see ``update_settings``)."""
         self._settings = settings
-        self.engine_status.setText(engine_label(settings, engine_info))
-        device = engine_info.device if engine_info else settings.engine.device
-        self.device_status.setText(f"Device: {device}")
+        if engine_info is not None:
+            self.engine_info = engine_info
+        info = self.engine_info
+        self.engine_status.setText(engine_label(settings, info))
+        self.device_status.setText(f"Device: {info.device if info else settings.engine.device}")
         self.mode_status.setText(MODE_TEXT[settings.turn.mode])
+        is_demo = info.is_demo if info is not None else settings.engine.kind == "echo"
+        self.demo_badge.setText(DEMO_BADGE if info is None or info.name == "echo"
+                                else f"Demo: {info.name} — no model loaded")
+        self.demo_badge.setToolTip(info.detail if info is not None else "")
+        self.demo_badge.setVisible(is_demo and not self.showing_first_run)
+        key = settings.turn.hold_to_talk_key
+        self.controls.show_mode(settings.turn.mode, key)
+        if not self.hold_filter.set_key(key):
+            self.banners.show_banner("hold-key", "warning", f"The hold-to-talk key '{key}' is "
+                                     "not a key Qt knows; use the button or pick another key.",
+                                     "Settings", lambda: self.open_settings("turn"))
+        self.hold_filter.set_enabled(settings.turn.mode == "push_to_talk")
 
-    def set_state(self, state: ConversationState) -> None:
-        self.state_label.setText(STATE_TEXT[state])
+    def update_settings(self, settings: Settings, reload_engine: bool = False) -> None:
+        """Adopt new settings: show, save and send them to the pipeline."""
+        self.apply_settings(settings)
+        if self.settings_dialog is not None and hasattr(self.settings_dialog, "sync_external"):
+            self.settings_dialog.sync_external(settings)
+        if self.persist_settings:
+            try:
+                save_settings(settings)
+            except OSError as exc:
+                self.banners.show_banner("save-settings", "error",
+                                         f"Settings could not be saved ({exc}); they apply "
+                                         "until you quit.")
+        self.bridge.submit(ApplySettings(settings, reload_engine=reload_engine))
 
     def show_warning(self, text: str) -> None:
         first_line = text.splitlines()[0] if text else ""
         self.statusBar().showMessage(first_line)
         self.statusBar().setToolTip(text)
+        self.banners.show_banner("settings-file", "warning", text.replace("\n", "<br>"))
+
+    # ---- conversation ------------------------------------------------------------------------
+
+    @property
+    def showing_first_run(self) -> bool:
+        return self.stack.currentWidget() is self.first_run
+
+    def show_page(self, page: QWidget) -> None:
+        """The first-run screen hides the conversation controls (nothing to control yet)."""
+        self.stack.setCurrentWidget(page)
+        first_run = page is self.first_run
+        for widget in (self.state_label, self.controls):
+            widget.setVisible(not first_run)
+        if first_run:
+            self.demo_badge.hide()
+
+    def start_conversation(self) -> bool:
+        """Build and attach the voice loop (if a factory was given); False if none runs."""
+        self.show_page(self.conversation_page)
+        self.apply_settings(self._settings)
+        if self._settings.engine.kind == "moss_speech":
+            self.status_presenter.check_model_folders()
+        if self.bridge.port is not None:
+            return True
+        if self.port_factory is None:
+            self.banners.show_banner(
+                "no-pipeline", "warning", "No voice loop is connected in this build, so nothing "
+                "is listening yet. Start the app with `python -m app` from a full install.")
+            return False
+        try:
+            self.bridge.attach(self.port_factory(self._settings))
+        except Exception as exc:
+            log.exception("starting the voice loop failed")
+            self.banners.show_banner("pipeline-start", "error", f"The voice loop could not "
+                                     f"start: {exc}", "Audio settings",
+                                     lambda: self.open_settings("audio"))
+            return False
+        return True
+
+    def start_echo_demo(self) -> None:
+        engine = self._settings.engine.model_copy(update={"kind": "echo"})
+        ui = self._settings.ui.model_copy(update={"first_run_done": True})
+        self.update_settings(self._settings.model_copy(update={"engine": engine, "ui": ui}))
+        self.start_conversation()
+
+    def _on_port_attached(self) -> None:
+        port = self.bridge.port
+        assert port is not None
+        self.mic_wave.set_source(port.mic_waveform)
+        self.reply_wave.set_source(port.reply_waveform)
+
+    def refresh_waveforms(self) -> None:
+        if self.isVisible() and self.stack.currentWidget() is self.conversation_page:
+            self.mic_wave.refresh()
+            self.reply_wave.refresh()
+
+    def set_state(self, state: ConversationState) -> None:
+        self.state_label.set_state(state)
+        self.controls.show_state(state)
+
+    def _on_mode_changed(self, mode: str) -> None:
+        turn = self._settings.turn.model_copy(update={"mode": mode})
+        self.update_settings(self._settings.model_copy(update={"turn": turn}))
+        self.bridge.submit(SetListenMode(mode))  # type: ignore[arg-type]
+
+    def _on_talk_pressed(self) -> None:
+        self.controls.talk_button.setDown(True)
+        self.bridge.submit(PressToTalk())
+
+    def _on_talk_released(self) -> None:
+        self.controls.talk_button.setDown(False)
+        self.bridge.submit(ReleaseToTalk())
+
+    # ---- dialogs -------------------------------------------------------------------------------
+
+    def open_settings(self, group: str | None = None) -> None:
+        from app.ui.settings_dialog import SettingsDialog
+
+        dialog = self.settings_dialog
+        if not isinstance(dialog, SettingsDialog):
+            dialog = SettingsDialog(self._settings, self.bridge, self, gpu_query=self.gpu_query)
+            dialog.applied.connect(self.update_settings)
+            dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
+            self.settings_dialog = dialog
+        if group:
+            dialog.show_group(group)
+        dialog.show()
+        dialog.raise_()
+
+    def open_model_manager(self) -> None:
+        from app.ui.model_manager import ModelManagerDialog
+
+        if self.model_manager is None:
+            dialog = ModelManagerDialog(self._settings, self.bridge, parent=self,
+                                        gpu_query=self.gpu_query)
+            dialog.folders_chosen.connect(self.use_model_folders)
+            dialog.finished.connect(lambda _r: setattr(self, "model_manager", None))
+            self.model_manager = dialog
+        self.model_manager.show()
+        self.model_manager.raise_()
+
+    def use_model_folders(self, model_dir: Path, codec_dir: Path, precision: str) -> None:
+        """The model manager verified both folders: switch to MOSS-Speech and (re)load it."""
+        update = {"kind": "moss_speech", "model_dir": model_dir, "codec_dir": codec_dir}
+        if precision:
+            update["precision"] = precision
+        engine = self._settings.engine.model_copy(update=update)
+        ui = self._settings.ui.model_copy(update={"first_run_done": True})
+        settings = Settings.model_validate(
+            {**self._settings.model_dump(), "engine": engine.model_dump(), "ui": ui.model_dump()})
+        self.update_settings(settings, reload_engine=True)
+        self.start_conversation()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        # Ask the pipeline to stop; its threads end on their own, the GUI never waits on them.
+        self.frame_timer.stop()
+        self.bridge.submit(Shutdown())
+        app = QApplication.instance()
+        if app is not None:
+            app.removeEventFilter(self.hold_filter)
+        for dialog in (self.settings_dialog, self.model_manager):
+            if dialog is not None:
+                dialog.close()
+        super().closeEvent(event)

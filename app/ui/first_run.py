@@ -1,0 +1,66 @@
+"""The one screen shown while no model is set up: what the app needs, and two ways on."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.model_store import REPOS
+
+INTRO = (
+    "<h2>Welcome to MOSS Voice</h2>"
+    "<p>Talk with <b>MOSS-Speech</b>, a speech-to-speech model, on this PC: offline, streaming, "
+    "and you can interrupt it by talking.</p>"
+    "<p><b>No model is set up yet.</b> The model ({model}, about 17 GiB) and its codec "
+    "({codec}) are downloaded once from Hugging Face, or you can choose folders you already "
+    "have. A GPU with 12–22 GiB of free memory is recommended; the model manager checks yours "
+    "and suggests a precision that fits.</p>"
+)
+DEMO = (
+    "<p><b>Or try the echo demo first.</b> It runs the whole voice loop (microphone, "
+    "turn-taking, interrupting, playback and latency measurement) but it is <b>not an AI</b>: "
+    "it plays your own words back. No model or GPU needed.</p>"
+)
+
+
+class FirstRunPage(QWidget):
+    """Emits ``model_manager_requested`` or ``demo_requested``."""
+
+    model_manager_requested = Signal()
+    demo_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("firstRunPage")
+        card = QFrame()
+        card.setObjectName("firstRunCard")
+        card.setFixedWidth(640)  # a fixed width lets the wrapped labels get their height
+        card.setStyleSheet("QFrame#firstRunCard { border: 1px solid palette(mid); "
+                           "border-radius: 8px; }")
+        intro = QLabel(INTRO.format(model=REPOS["model"].repo_id, codec=REPOS["codec"].repo_id))
+        intro.setWordWrap(True)
+        intro.setTextFormat(Qt.TextFormat.RichText)
+        self.model_button = QPushButton("Set up the model…")
+        self.model_button.setObjectName("setUpModelButton")
+        self.model_button.setDefault(True)
+        self.model_button.setMinimumHeight(34)
+        self.model_button.clicked.connect(self.model_manager_requested)
+        demo = QLabel(DEMO)
+        demo.setWordWrap(True)
+        demo.setTextFormat(Qt.TextFormat.RichText)
+        self.demo_button = QPushButton("Try the echo demo (no AI: plays your words back)")
+        self.demo_button.setObjectName("echoDemoButton")
+        self.demo_button.setMinimumHeight(30)
+        self.demo_button.clicked.connect(self.demo_requested)
+        inner = QVBoxLayout(card)
+        inner.setContentsMargins(28, 20, 28, 24)
+        inner.setSpacing(10)
+        inner.addWidget(intro)
+        inner.addWidget(self.model_button)
+        inner.addSpacing(12)
+        inner.addWidget(demo)
+        inner.addWidget(self.demo_button)
+        outer = QVBoxLayout(self)
+        outer.addStretch(1)
+        outer.addWidget(card, 0, Qt.AlignmentFlag.AlignHCenter)
+        outer.addStretch(2)

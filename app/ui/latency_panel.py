@@ -1,0 +1,322 @@
+"""Latency panel: the last turn's response latency with a stage bar, barge-in stop latency,
+a per-turn history table, and CSV/JSON export of every kept record."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import deque
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QRectF,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QColor, QPainter, QPaintEvent
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.engine.base import STAGES
+from app.events import TurnRecord
+
+MAX_KEPT_RECORDS = 10_000  # a long session stays flat in memory
+STAGE_TITLES = {"endpoint_wait": "Endpoint wait", "encode": "Encode", "prefill": "Prefill",
+                "first_row": "First row", "first_chunk": "First chunk",
+                "output_buffer": "Output buffer"}
+STAGE_SHORT = {"endpoint_wait": "Endpoint\nwait", "encode": "Encode", "prefill": "Prefill",
+               "first_row": "First\nrow", "first_chunk": "First\nchunk",
+               "output_buffer": "Output\nbuffer"}
+STAGE_COLORS = {"endpoint_wait": "#8e9aaf", "encode": "#4c9be8", "prefill": "#8e6fd8",
+                "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d"}
+OTHER_COLOR = "#c8c8c8"
+
+
+def stage_title(stage: str) -> str:
+    return STAGE_TITLES.get(stage, stage.replace("_", " ").capitalize())
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"
+
+
+# ---- export ----------------------------------------------------------------------------------
+
+
+def stage_names(records: list[TurnRecord]) -> list[str]:
+    """STAGES in pipeline order, then any extra stage an engine reported."""
+    extra = sorted({s for r in records for s in r.stages_ms} - set(STAGES))
+    return [*STAGES, *extra]
+
+
+def records_to_rows(records: list[TurnRecord]) -> list[dict[str, Any]]:
+    """One flat dict per turn; stages as ``stage_<name>_ms``, barge-in as ``barge_in_*``."""
+    stages = stage_names(records)
+    rows = []
+    for record in records:
+        row: dict[str, Any] = {
+            "turn_id": record.turn_id, "user_onset_s": record.user_onset_s,
+            "user_end_s": record.user_end_s, "endpoint_s": record.endpoint_s,
+            "engine_first_audio_s": record.engine_first_audio_s,
+            "first_audible_s": record.first_audible_s,
+            "response_latency_ms": record.response_latency_ms,
+        }
+        row.update({f"stage_{s}_ms": record.stages_ms.get(s) for s in stages})
+        row["heard_ms"] = record.heard_ms
+        barge = record.barge_in
+        row.update({"barge_in_onset_s": barge.onset_s if barge else None,
+                    "barge_in_detected_s": barge.detected_s if barge else None,
+                    "barge_in_silent_s": barge.silent_s if barge else None,
+                    "barge_in_stop_latency_ms": barge.stop_latency_ms if barge else None})
+        rows.append(row)
+    return rows
+
+
+def records_to_csv(records: list[TurnRecord]) -> str:
+    rows = records_to_rows(records)
+    if not rows:
+        return ""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return out.getvalue()
+
+
+def records_to_json(records: list[TurnRecord]) -> str:
+    return json.dumps({"stages": list(STAGES), "turns": [asdict(r) for r in records]}, indent=2)
+
+
+# ---- widgets ---------------------------------------------------------------------------------
+
+
+class StageBar(QWidget):
+    """A horizontal bar split into the stages of one turn, proportional to their duration."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.stages_ms: dict[str, float] = {}
+        self.total_ms: float | None = None
+        self.setMinimumHeight(22)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set_stages(self, stages_ms: dict[str, float], total_ms: float | None) -> None:
+        self.stages_ms = dict(stages_ms)
+        self.total_ms = total_ms
+        parts = [f"{stage_title(s)}: {_ms(v)} ms" for s, v in self.segments()]
+        self.setToolTip("\n".join(parts))
+        self.update()
+
+    def segments(self) -> list[tuple[str, float]]:
+        """(stage, ms) in pipeline order; time not covered by a stage is shown as 'other'."""
+        order = [s for s in STAGES if s in self.stages_ms]
+        order += sorted(set(self.stages_ms) - set(STAGES))
+        parts = [(s, max(0.0, float(self.stages_ms[s]))) for s in order]
+        covered = sum(ms for _, ms in parts)
+        if self.total_ms is not None and self.total_ms > covered + 0.5:
+            parts.append(("other", self.total_ms - covered))
+        return parts
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        rect = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
+        parts = self.segments()
+        total = sum(ms for _, ms in parts)
+        if total <= 0:
+            painter.setPen(QColor(OTHER_COLOR))
+            painter.drawRoundedRect(rect, 3, 3)
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, "no turn measured yet")
+            return
+        x = rect.left()
+        for stage, ms in parts:
+            width = rect.width() * ms / total
+            segment = QRectF(x, rect.top(), width, rect.height())
+            painter.fillRect(segment, QColor(STAGE_COLORS.get(stage, OTHER_COLOR)))
+            label = f"{_ms(ms)}"
+            if painter.fontMetrics().horizontalAdvance(label) + 6 < width:
+                painter.setPen(QColor("white"))
+                painter.drawText(segment, Qt.AlignmentFlag.AlignCenter, label)
+            x += width
+        painter.end()
+
+
+class HistoryModel(QAbstractTableModel):
+    """Per-turn history: newest first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: deque[TurnRecord] = deque(maxlen=MAX_KEPT_RECORDS)
+        self.columns = ["Turn", "Response", *[STAGE_SHORT.get(s, s) for s in STAGES],
+                        "Heard\n(s)", "Barge-in\nstop"]
+        self.tooltips = ["Turn number", "Response latency (ms)",
+                         *[f"{stage_title(s)} (ms)" for s in STAGES],
+                         "Seconds of the reply that were heard", "Barge-in stop latency (ms)"]
+
+    def add(self, record: TurnRecord) -> None:
+        if len(self.records) == self.records.maxlen:  # the oldest (last row) leaves
+            last = len(self.records) - 1
+            self.beginRemoveRows(QModelIndex(), last, last)
+            self.records.popleft()
+            self.endRemoveRows()
+        self.beginInsertRows(QModelIndex(), 0, 0)
+        self.records.append(record)
+        self.endInsertRows()
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex | None = None) -> int:
+        return 0 if parent is not None and parent.isValid() else len(self.records)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex | None = None) -> int:
+        return 0 if parent is not None and parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation != Qt.Orientation.Horizontal:
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self.columns[section]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self.tooltips[section]
+        return None
+
+    def cell(self, row: int, column: int) -> str:
+        record = self.records[len(self.records) - 1 - row]
+        if column == 0:
+            return str(record.turn_id)
+        if column == 1:
+            return _ms(record.response_latency_ms)
+        if column < 2 + len(STAGES):
+            return _ms(record.stages_ms.get(STAGES[column - 2]))
+        if column == 2 + len(STAGES):
+            return f"{record.heard_ms / 1000:.1f}"
+        return _ms(record.barge_in.stop_latency_ms) if record.barge_in else ""
+
+    def data(self, index: QModelIndex | QPersistentModelIndex,
+             role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self.cell(index.row(), index.column())
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class LatencyPanel(QWidget):
+    """Shows TurnMeasured records as they arrive."""
+
+    export_failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.response_label = QLabel("No turns yet.")
+        self.response_label.setObjectName("responseLatency")
+        self.response_label.setStyleSheet("font-size: 16px; font-weight: 600;")
+        self.detail_label = QLabel("Response latency = first audible reply sample − end of "
+                                   "your speech, measured at the devices. Table times in ms.")
+        self.detail_label.setWordWrap(True)
+        self.detail_label.setStyleSheet("color: gray;")
+        self.barge_in_label = QLabel("Barge-in stop: –")
+        self.barge_in_label.setToolTip("Talking over a reply: your speech onset → reply silent")
+        self.stage_bar = StageBar()
+        self.legend = self._build_legend()
+        self.history = HistoryModel()
+        self.table = QTableView()
+        self.table.setModel(self.history)
+        self.table.verticalHeader().hide()
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        header.setMinimumSectionSize(36)
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.setAlternatingRowColors(True)
+        self.csv_button = QPushButton("Export CSV…")
+        self.json_button = QPushButton("Export JSON…")
+        self.csv_button.clicked.connect(lambda: self._ask_export(".csv"))
+        self.json_button.clicked.connect(lambda: self._ask_export(".json"))
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.barge_in_label, 1)
+        buttons.addWidget(self.csv_button)
+        buttons.addWidget(self.json_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.response_label)
+        layout.addWidget(self.stage_bar)
+        layout.addWidget(self.legend)
+        layout.addWidget(self.detail_label)
+        layout.addLayout(buttons)
+        layout.addWidget(self.table, 1)
+
+    def _build_legend(self) -> QWidget:
+        legend = QWidget()
+        grid = QGridLayout(legend)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(12)
+        grid.setVerticalSpacing(0)
+        self.legend_labels: dict[str, QLabel] = {}
+        for i, stage in enumerate(STAGES):
+            label = QLabel()
+            self.legend_labels[stage] = label
+            self._set_legend(stage, None)
+            grid.addWidget(label, i // 3, i % 3)
+        return legend
+
+    def _set_legend(self, stage: str, ms: float | None) -> None:
+        swatch = f"<span style='color:{STAGE_COLORS[stage]}'>■</span>"
+        self.legend_labels[stage].setText(f"{swatch} {stage_title(stage)} {_ms(ms)} ms")
+
+    @property
+    def records(self) -> list[TurnRecord]:
+        return list(self.history.records)
+
+    def add_record(self, record: TurnRecord) -> None:
+        self.history.add(record)
+        if record.response_latency_ms is not None:
+            self.response_label.setText(f"Response latency: {record.response_latency_ms:.0f} ms"
+                                        f"  (turn {record.turn_id})")
+        else:
+            self.response_label.setText(f"Turn {record.turn_id}: no reply was heard")
+        self.stage_bar.set_stages(record.stages_ms, record.response_latency_ms)
+        for stage in STAGES:
+            self._set_legend(stage, record.stages_ms.get(stage))
+        if record.barge_in is not None:
+            self.barge_in_label.setText(f"Barge-in stop: {record.barge_in.stop_latency_ms:.0f} ms"
+                                        f"  (turn {record.turn_id})")
+
+    def export(self, path: Path) -> Path:
+        """CSV or JSON by suffix."""
+        path = Path(path)
+        text = (records_to_json(self.records) if path.suffix.lower() == ".json"
+                else records_to_csv(self.records))
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def _ask_export(self, suffix: str) -> None:
+        kind = "JSON (*.json)" if suffix == ".json" else "CSV (*.csv)"
+        name, _ = QFileDialog.getSaveFileName(self, "Export latency history",
+                                              f"latency{suffix}", kind)
+        if not name:
+            return
+        path = Path(name) if Path(name).suffix else Path(name).with_suffix(suffix)
+        try:
+            self.export(path)
+        except OSError as exc:
+            self.export_failed.emit(f"Could not save the latency history to {path}: {exc}. "
+                                    "Choose another folder.")

@@ -1,0 +1,132 @@
+"""The conversation as a list of turns, built from pipeline events (no Qt; exported as text/JSON).
+
+Entries are kept in conversation order: by turn id, the user's side before the assistant's.
+Text-branch transcripts arrive after the audio (DESIGN.md), so an entry starts as a placeholder
+and is filled in place when its TranscriptUpdated comes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from app.events import (
+    ReplyFinished,
+    ReplyStarted,
+    TranscriptUpdated,
+    UserSpeechStarted,
+    UserTurnEnded,
+)
+
+Role = Literal["user", "assistant"]
+ROLE_NAMES = {"user": "You", "assistant": "Assistant"}
+
+
+@dataclass
+class TranscriptEntry:
+    turn_id: int
+    role: Role
+    text: str = ""
+    final: bool = False
+    speaking: bool = False  # audio of this side is still going
+    spoken: bool = False  # there was (or is) audio; False for text replies
+    duration_s: float | None = None  # user speech length
+    interrupted: bool = False
+    heard_ms: float | None = None  # how much of an interrupted reply was heard
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.turn_id, 0 if self.role == "user" else 1)
+
+    def status_text(self) -> str:
+        """What is shown while there is no text yet, or next to the text."""
+        if self.interrupted:
+            heard = f" after {self.heard_ms / 1000:.1f} s" if self.heard_ms is not None else ""
+            return f"interrupted{heard}"
+        if self.speaking:
+            return "speaking…" if self.role == "assistant" else "listening…"
+        if not self.text:
+            return "transcribing…"
+        return "" if self.final else "…"
+
+    def plain_text(self) -> str:
+        body = self.text or f"({self.status_text()})"
+        if self.interrupted and self.text:
+            body += f" [{self.status_text()}]"
+        return f"{ROLE_NAMES[self.role]}: {body}"
+
+
+class TranscriptModel:
+    """Applies events; ``changed`` entries are returned so the view redraws only those."""
+
+    def __init__(self) -> None:
+        self.entries: list[TranscriptEntry] = []
+        self._by_key: dict[tuple[int, int], TranscriptEntry] = {}
+
+    def entry(self, turn_id: int, role: Role) -> tuple[TranscriptEntry, int, bool]:
+        """The entry for (turn, role), created in order if new: (entry, index, created)."""
+        key = (turn_id, 0 if role == "user" else 1)
+        existing = self._by_key.get(key)
+        if existing is not None:
+            return existing, self.index_of(existing), False
+        entry = TranscriptEntry(turn_id, role)
+        index = bisect.bisect([e.key for e in self.entries], key)
+        self.entries.insert(index, entry)
+        self._by_key[key] = entry
+        return entry, index, True
+
+    def index_of(self, entry: TranscriptEntry) -> int:
+        keys = [e.key for e in self.entries]
+        return bisect.bisect_left(keys, entry.key)
+
+    def apply(self, event: object) -> tuple[TranscriptEntry, int, bool] | None:
+        """Update from one event; returns (entry, index, created) or None if irrelevant."""
+        if isinstance(event, UserSpeechStarted):
+            found = self.entry(event.turn_id, "user")
+            found[0].speaking = found[0].spoken = True
+        elif isinstance(event, UserTurnEnded):
+            found = self.entry(event.turn_id, "user")
+            found[0].speaking = False
+            found[0].duration_s = event.duration_s
+        elif isinstance(event, ReplyStarted):
+            found = self.entry(event.turn_id, "assistant")
+            found[0].speaking = found[0].spoken = True
+        elif isinstance(event, ReplyFinished):
+            found = self.entry(event.turn_id, "assistant")
+            found[0].speaking = False
+            found[0].interrupted = event.interrupted
+            found[0].heard_ms = event.heard_ms if event.interrupted else None
+        elif isinstance(event, TranscriptUpdated):
+            found = self.entry(event.turn_id, event.role)
+            entry = found[0]
+            entry.text = event.text
+            entry.final = event.final
+            if event.heard_ms is not None:
+                entry.interrupted = True
+                entry.heard_ms = event.heard_ms
+        else:
+            return None
+        return found
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self._by_key.clear()
+
+    # ---- export --------------------------------------------------------------------------------
+
+    def to_text(self) -> str:
+        return "\n".join(e.plain_text() for e in self.entries) + ("\n" if self.entries else "")
+
+    def to_markdown(self) -> str:
+        lines = ["# Conversation", ""]
+        for e in self.entries:
+            body = e.text or f"_({e.status_text()})_"
+            note = f" _({e.status_text()})_" if e.interrupted and e.text else ""
+            lines += [f"**{ROLE_NAMES[e.role]}:** {body}{note}", ""]
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"turns": [asdict(e) for e in self.entries]}, indent=2,
+                          ensure_ascii=False)

@@ -1,0 +1,61 @@
+"""UI test helpers: a fake ConversationPort, fake GPU answers and the screenshot folder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.engine.preflight import GIB, GpuMemory, GpuQuery
+from app.events import Command, PipelineEvent
+from app.ui.demo_port import RingBuffer
+
+SCREENSHOT_ENV = "MOSS_VOICE_SCREENSHOT_DIR"
+
+
+class FakePort:
+    """A stand-in for the voice loop: records commands, lets the test emit events."""
+
+    def __init__(self) -> None:
+        self.mic_waveform = RingBuffer(16000 * 8, 16000)
+        self.reply_waveform = RingBuffer(24000 * 8, 24000)
+        self.commands: list[Command] = []
+        self.sinks: list[Callable[[PipelineEvent], None]] = []
+
+    def submit(self, command: Command) -> None:
+        self.commands.append(command)
+
+    def subscribe(self, sink: Callable[[PipelineEvent], None]) -> None:
+        self.sinks.append(sink)
+
+    def emit(self, event: object) -> None:
+        for sink in self.sinks:
+            sink(event)  # type: ignore[arg-type]
+
+    def commands_of(self, kind: type) -> list:
+        return [c for c in self.commands if isinstance(c, kind)]
+
+
+def fake_gpu(free_gib: float, total_gib: float = 24.0) -> Callable[[], GpuQuery]:
+    gpu = GpuMemory(0, "Test GPU 24 GB", int(free_gib * GIB), int(total_gib * GIB))
+    return lambda: GpuQuery((gpu,), "")
+
+
+def no_gpu() -> GpuQuery:
+    return GpuQuery((), "no CUDA GPU (test)")
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where UI tests save their screenshots: $MOSS_VOICE_SCREENSHOT_DIR, else a temp folder."""
+    chosen = os.environ.get(SCREENSHOT_ENV, "").strip()
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def port() -> FakePort:
+    return FakePort()

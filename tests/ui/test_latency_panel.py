@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.engine.base import STAGES
+from app.events import BargeInRecord, TurnRecord
+from app.ui import latency_panel
+from app.ui.latency_panel import LatencyPanel, records_to_csv, records_to_json
+
+STAGES_MS = dict(zip(STAGES, (500.0, 40.0, 90.0, 25.0, 60.0, 80.0), strict=True))
+
+
+def record(turn_id: int, latency_ms: float | None = 800.0,
+           barge: BargeInRecord | None = None) -> TurnRecord:
+    return TurnRecord(turn_id, 1.0, 2.0, 2.5, 2.7, 2.8, latency_ms, dict(STAGES_MS), 1500.0,
+                      barge)
+
+
+def test_last_turn_stage_bar_and_history(qtbot: QtBot) -> None:
+    panel = LatencyPanel()
+    qtbot.addWidget(panel)
+    panel.add_record(record(1))
+    panel.add_record(record(2, 850.0, BargeInRecord(3.0, 3.1, 3.2, 200.0)))
+    assert "850 ms" in panel.response_label.text() and "turn 2" in panel.response_label.text()
+    assert "200 ms" in panel.barge_in_label.text()
+    segments = panel.stage_bar.segments()
+    assert [s for s, _ in segments] == [*STAGES, "other"]  # 850 > sum of stages (795)
+    assert segments[-1][1] == pytest.approx(55.0)
+    assert "Prefill 90 ms" in panel.legend_labels["prefill"].text()
+    assert panel.history.rowCount() == 2
+    assert panel.history.cell(0, 0) == "2"  # newest first
+    assert panel.history.cell(0, panel.history.columnCount() - 1) == "200"
+    assert panel.history.cell(1, panel.history.columnCount() - 1) == ""
+    panel.add_record(record(3, None))
+    assert "no reply was heard" in panel.response_label.text()
+
+
+def test_csv_and_json_exports_hold_every_field(qtbot: QtBot, tmp_path: Path) -> None:
+    records = [record(1), record(2, 850.0, BargeInRecord(3.0, 3.1, 3.2, 200.0))]
+    rows = list(csv.DictReader(io.StringIO(records_to_csv(records))))
+    assert [r["turn_id"] for r in rows] == ["1", "2"]
+    assert rows[1]["response_latency_ms"] == "850.0"
+    assert rows[0]["stage_prefill_ms"] == "90.0"
+    assert rows[0]["barge_in_stop_latency_ms"] == ""
+    assert rows[1]["barge_in_stop_latency_ms"] == "200.0"
+    data = json.loads(records_to_json(records))
+    assert data["stages"] == list(STAGES)
+    assert data["turns"][1]["barge_in"]["stop_latency_ms"] == 200.0
+    panel = LatencyPanel()
+    qtbot.addWidget(panel)
+    for r in records:
+        panel.add_record(r)
+    assert panel.export(tmp_path / "l.csv").read_text().count("\n") == 3
+    assert len(json.loads(panel.export(tmp_path / "l.json").read_text())["turns"]) == 2
+
+
+def test_history_is_bounded(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(latency_panel, "MAX_KEPT_RECORDS", 5)
+    panel = LatencyPanel()
+    qtbot.addWidget(panel)
+    for turn in range(1, 13):
+        panel.add_record(record(turn))
+    assert panel.history.rowCount() == 5
+    assert [r.turn_id for r in panel.records] == [8, 9, 10, 11, 12]
+    assert panel.history.cell(0, 0) == "12"

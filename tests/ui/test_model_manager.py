@@ -1,0 +1,121 @@
+"""Model manager against a loopback fake of the Hub (HF_ENDPOINT points at 127.0.0.1)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app import model_store
+from app.model_store import REPOS
+from app.settings import Settings
+from app.ui.bridge import UiBridge
+from app.ui.model_manager import ModelManagerDialog
+from tests.fake_hub import FakeHub, tiny_codec_files, tiny_model_files
+from tests.ui.conftest import fake_gpu, no_gpu
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    with FakeHub({REPOS["model"].repo_id: tiny_model_files(),
+                  REPOS["codec"].repo_id: tiny_codec_files()}) as fake:
+        monkeypatch.setenv("HF_ENDPOINT", fake.url)
+        yield fake
+
+
+def open_manager(qtbot: QtBot, gpu=no_gpu, **kwargs: object) -> ModelManagerDialog:
+    dialog = ModelManagerDialog(Settings(), UiBridge(), gpu_query=gpu, **kwargs)  # type: ignore[arg-type]
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    return dialog
+
+
+def test_download_both_folders_then_use_them(qtbot: QtBot, hub: FakeHub,
+                                             screenshot_dir: Path) -> None:
+    dialog = open_manager(qtbot, gpu=fake_gpu(23.0))
+    qtbot.waitUntil(lambda: "Checking" not in dialog.row_status("model"))
+    assert dialog.row_status("model").startswith("✗")  # nothing there yet
+    assert not dialog.use_button.isEnabled()
+    qtbot.mouseClick(dialog.rows["model"].download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    assert dialog.row_status("model").startswith("✓ Verified")
+    assert dialog.progress.value() == 1000
+    assert "of" in dialog.download_detail.text()
+    qtbot.mouseClick(dialog.rows["codec"].download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    assert dialog.row_status("codec").startswith("✓ Verified")
+    assert dialog.use_button.isEnabled()
+    assert dialog.precision_combo.currentText() == "bf16"  # 23 GiB free: bf16 fits
+    assert dialog.rows["model"].path() == model_store.default_destination("model")
+    dialog.grab().save(str(screenshot_dir / "model_manager.png"))
+    with qtbot.waitSignal(dialog.folders_chosen) as chosen:
+        qtbot.mouseClick(dialog.use_button, Qt.MouseButton.LeftButton)
+    assert chosen.args == [model_store.default_destination("model"),
+                           model_store.default_destination("codec"), "bf16"]
+
+
+def test_cancel_then_retry(qtbot: QtBot, hub: FakeHub) -> None:
+    dialog = open_manager(qtbot)
+    hub.gate.clear()  # hold the first file so Cancel lands mid-download
+    qtbot.mouseClick(dialog.rows["codec"].download_button, Qt.MouseButton.LeftButton)
+    assert not dialog.rows["model"].download_button.isEnabled()
+    qtbot.waitUntil(hub.get_started.is_set, timeout=20_000)
+    qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+    hub.gate.set()
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    assert "cancelled" in dialog.download_title.text()
+    assert dialog.retry_button.isEnabled()
+    qtbot.mouseClick(dialog.retry_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    assert dialog.row_status("codec").startswith("✓ Verified")
+    assert not dialog.retry_button.isEnabled()
+
+
+def test_not_enough_disk_space_is_shown_with_retry(qtbot: QtBot, hub: FakeHub) -> None:
+    tiny_disk = functools.partial(model_store.download, free_bytes=lambda _p: 1024)
+    dialog = open_manager(qtbot, download=tiny_disk)
+    qtbot.mouseClick(dialog.rows["model"].download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    assert "Not enough disk space" in dialog.download_title.text()
+    assert dialog.retry_button.isEnabled()
+    assert hub.file_gets() == []
+
+
+def test_chosen_folders_are_verified(qtbot: QtBot, tmp_path: Path) -> None:
+    broken = tmp_path / "model"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"hidden_size": 8}')
+    codec = tmp_path / "codec"
+    codec.mkdir()
+    for name, data in tiny_codec_files().items():
+        (codec / name).parent.mkdir(parents=True, exist_ok=True)
+        (codec / name).write_bytes(data)
+    dialog = open_manager(qtbot)
+    for kind, path in (("model", broken), ("codec", codec)):
+        dialog.rows[kind].path_edit.setText(str(path))
+        dialog.verify(kind)  # type: ignore[arg-type]
+    qtbot.waitUntil(lambda: "Checking" not in dialog.row_status("model") + dialog.row_status(
+        "codec"))
+    assert "missing key 'intermediate_size'" in dialog.row_status("model")
+    assert dialog.row_status("codec").startswith("✓ Verified")
+    assert not dialog.use_button.isEnabled()
+
+
+def test_vram_preflight_recommends_a_precision(qtbot: QtBot) -> None:
+    dialog = open_manager(qtbot, gpu=fake_gpu(12.0, 16.0))
+    qtbot.waitUntil(lambda: dialog.gpu is not None)
+    verdicts = {dialog.vram_table.item(r, 0).text(): dialog.vram_table.item(r, 2).text()
+                for r in range(dialog.vram_table.rowCount())}
+    assert verdicts == {"bf16": "does not fit", "int8": "does not fit", "int4": "fits",
+                        "fp32": "does not fit"}
+    assert "int4 fits" in dialog.recommendation.text()
+    assert dialog.precision_combo.currentText() == "int4"
+    assert "12.0 GiB free of 16.0 GiB" in dialog.gpu_label.text()
+    cpu_only = open_manager(qtbot, gpu=no_gpu)
+    qtbot.waitUntil(lambda: cpu_only.gpu is not None)
+    assert "No CUDA GPU" in cpu_only.gpu_label.text()
