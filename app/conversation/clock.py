@@ -13,11 +13,17 @@ engine would look instant. The model:
   step, waits until the engine worker is *quiescent*: idle on its queue, or waiting for the
   virtual clock (:meth:`VirtualClock.settle`).
 - The worker keeps its own cursor on the virtual timeline. Each engine call (``next()`` on the
-  reply iterator, ``feed_user_audio``) is timed on the wall clock and that duration is *charged*:
-  the call's result becomes available at ``cursor + wall_time`` (:meth:`Clock.computed`). If that
-  is in the virtual future, the worker blocks until the driver has advanced the clock that far,
-  so audio and decisions downstream see it exactly when a real machine of the same speed would.
-- Work queued while the worker is busy starts at the end of the previous work, not earlier.
+  reply iterator, ``feed_user_audio``, ``reply_heard``) is timed on the wall clock and that
+  duration is *charged*: the cursor moves on by it (:meth:`Clock.charge`). Work queued while the
+  worker is busy starts at the cursor, not earlier, so a slow ``feed_user_audio`` delays the
+  reply that follows it.
+- Before an event leaves the worker it waits until the virtual clock reaches the event's time
+  (:meth:`Clock.wait_until`), so audio and decisions downstream see it exactly when a real
+  machine of the same speed would (to the 10 ms step of the driver); the event carries its
+  exact time for the metrics.
+- An engine call that is already running is charged in full even if a cancel arrives in the
+  middle of it in virtual time: cancellation is observed at the engine's next step, as it would
+  be on real hardware (a MOSS-Speech step is one AR row, a few tens of ms).
 - Compute on the voice-loop thread (VAD, turn controller) is not charged; the voice-loop
   benchmark measures it separately (well under 1 ms per 32 ms frame).
 
@@ -51,10 +57,13 @@ class Clock(ABC):
     def work_finished(self) -> None:  # noqa: B027
         """The worker finished one command."""
 
-    def computed(self, start_s: float, compute_s: float) -> float:
-        """Work that started at ``start_s`` took ``compute_s`` of wall time; returns the time
-        its result is available (may block until then on a virtual clock)."""
+    def charge(self, start_s: float, compute_s: float) -> float:
+        """Work that started at ``start_s`` took ``compute_s`` of wall time: when is it done?
+        (Wall clock: now, the time really passed.)"""
         return self.now()
+
+    def wait_until(self, t_s: float) -> None:  # noqa: B027
+        """Block the worker until the clock reaches ``t_s`` (virtual clock only)."""
 
     def close(self) -> None:  # noqa: B027
         """Release anything waiting on this clock."""
@@ -118,19 +127,21 @@ class VirtualClock(Clock):
             self._running = False
             self._cond.notify_all()
 
-    def computed(self, start_s: float, compute_s: float) -> float:
+    def charge(self, start_s: float, compute_s: float) -> float:
         charged = compute_s if self.charge_compute else 0.0
-        ready = start_s + charged
         with self._cond:
             self.charged_s += charged
-            if ready <= self._now or self._closed:
-                return ready
-            self._waiting_until, self._running = ready, False
+        return start_s + charged
+
+    def wait_until(self, t_s: float) -> None:
+        with self._cond:
+            if t_s <= self._now or self._closed:
+                return
+            self._waiting_until, self._running = t_s, False
             self._cond.notify_all()
             while self._waiting_until is not None and not self._closed:
                 self._cond.wait()
             self._waiting_until, self._running = None, True
-            return ready
 
     def advance_to(self, t_s: float) -> None:
         """Move time forward and release the worker if its result is due by then."""

@@ -182,7 +182,7 @@ class EngineWorker:
                                                                  command.pcm_16k))
             except Exception as exc:
                 log.exception("feed_user_audio failed")
-                self._emit(WorkerEvent(0, failure_event(command.turn_id, exc), self._cursor_s))
+                self._send(0, failure_event(command.turn_id, exc))
         elif isinstance(command, _Heard):
             self._timed(lambda: self._engine.reply_heard(
                 command.turn_id, command.heard_samples, command.sample_rate_hz))
@@ -191,18 +191,22 @@ class EngineWorker:
         elif command.name == "swap" and command.build is not None:
             self._swap(command.build)
 
+    def _send(self, seq: int, event: EngineEvent | EngineSwapped) -> None:
+        """Emit once the clock has reached the worker's cursor (the event's time)."""
+        self._clock.wait_until(self._cursor_s)
+        self._emit(WorkerEvent(seq, event, self._cursor_s))
+
     def _timed(self, call: Callable[[], object]) -> None:
         started = time.perf_counter()
         try:
             call()
         finally:
-            self._cursor_s = self._clock.computed(self._cursor_s,
-                                                  time.perf_counter() - started)
+            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
 
     def _respond(self, command: _Respond) -> None:
         turn, cancel = command.turn, command.cancel
         if cancel.is_set():
-            self._emit(WorkerEvent(command.seq, ReplyDone(turn.turn_id, True), self._cursor_s))
+            self._send(command.seq, ReplyDone(turn.turn_id, True))
             return
         events: Iterator[EngineEvent] | None = None
         try:
@@ -223,12 +227,12 @@ class EngineWorker:
             except Exception as exc:
                 log.exception("engine respond() failed for turn %d", turn_id)
                 event = failure_event(turn_id, exc)
-            self._cursor_s = self._clock.computed(self._cursor_s, time.perf_counter() - started)
+            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
             if event is None:  # the engine ended without saying so: close the reply for it
                 event = ReplyDone(turn_id, cancelled=cancel.is_set())
             if cancel.is_set() and not isinstance(event, ReplyDone | ReplyFailed):
                 event = ReplyDone(turn_id, cancelled=True)
-            self._emit(WorkerEvent(seq, event, self._cursor_s))
+            self._send(seq, event)
             if isinstance(event, ReplyDone | ReplyFailed):
                 return
 
@@ -239,13 +243,13 @@ class EngineWorker:
         except Exception as exc:
             log.exception("building the engine failed")
             error = f"{type(exc).__name__}: {exc}"
-            self._emit(WorkerEvent(0, EngineSwapped(self._engine.info, error), self._cursor_s))
+            self._send(0, EngineSwapped(self._engine.info, error))
             return
         finally:
-            self._cursor_s = self._clock.computed(self._cursor_s, time.perf_counter() - started)
+            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
         try:
             self._engine.close()
         except Exception:
             log.exception("closing the previous engine failed")
         self._engine = engine
-        self._emit(WorkerEvent(0, EngineSwapped(engine.info), self._cursor_s))
+        self._send(0, EngineSwapped(engine.info))
