@@ -216,6 +216,9 @@ class SimulatedBackend:
         """Call output callbacks for the block that starts playing one latency after ``now_s``."""
         self._now_s = now_s
         for stream in self._live("output"):
+            # A stream never renders audio for a time already past (e.g. just opened).
+            stream.position = max(stream.position,
+                                  int(np.floor(now_s * stream.sample_rate_hz + 1e-9)))
             end = int(np.floor((now_s + block_s) * stream.sample_rate_hz + 1e-9))
             frames = end - stream.position
             if frames <= 0:

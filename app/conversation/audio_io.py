@@ -99,6 +99,7 @@ class AudioIO:
         if handle is None:
             if self.player is not None:
                 self.player.drop(now_s)  # the reply ends: nothing can play it
+            self.player = None  # replies now end as soon as the engine is done
             return
         rate = int(handle.sample_rate_hz)
         if self.player is None or self.player.sample_rate_hz != rate:

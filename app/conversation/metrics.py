@@ -2,7 +2,8 @@
 
 Definitions (DESIGN.md "Latency"); all ``_s`` values are seconds from the first input sample:
 - ``user_onset_s``: start of the first voiced VAD frame of the turn (push-to-talk: the first
-  voiced frame after the press); ``user_end_s``: end of the last voiced frame;
+  voiced frame while the key is held, or the start of speech within the pre-roll before the
+  press); ``user_end_s``: end of the last voiced frame;
 - ``endpoint_s``: when the turn was declared over (VAD endpoint, or push-to-talk release);
 - ``engine_first_audio_s``: when the engine's first audio chunk was available (with speculative
   start this can come before the endpoint);

@@ -43,6 +43,7 @@ class SimulationOptions:
     realtime: bool = False  # pace to the wall clock instead of running ahead
     charge_compute: bool = True  # engine wall time costs virtual time (see clock.py)
     push_to_talk: tuple[tuple[float, float], ...] = ()  # (press_s, release_s) pairs
+    commands: tuple[tuple[float, Command], ...] = ()  # UI commands submitted at given times
     failures: tuple[DeviceFailure, ...] = ()
     input_devices: tuple[str, ...] = ("Simulated microphone",)
     output_devices: tuple[str, ...] = ("Simulated speaker",)
@@ -106,7 +107,8 @@ def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicr
             on_event(event)
 
     pipeline.subscribe(collect)
-    commands = _ptt_commands(options.push_to_talk)
+    commands = sorted(_ptt_commands(options.push_to_talk) + list(options.commands),
+                      key=lambda item: item[0])
     duration_s = microphone.duration_s
     started = time.perf_counter()
     pipeline.start(threaded=False)

@@ -262,9 +262,12 @@ class TurnController:
         if not (self._pressed and voiced):
             return
         if self._user_turn is None:
-            onset = max(update.onset_s if update.onset_s is not None else update.start_s,
-                        self._press_s - self.params.pre_roll_ms / 1000)
-            self._start_turn(onset, self._press_s - self.params.pre_roll_ms / 1000)
+            audio_from = self._press_s - self.params.pre_roll_ms / 1000
+            # Speech that began just before the press (within the pre-roll) counts from its
+            # start; otherwise the turn's speech starts with this frame.
+            began = update.onset_s
+            onset = began if began is not None and began >= audio_from else update.start_s
+            self._start_turn(onset, audio_from)
         self._last_voiced_s = update.end_s
 
     # ---- shared steps ----------------------------------------------------------------------
