@@ -210,7 +210,7 @@ class SimulatedBackend:
                 block = self.microphone.read(stream.position, end - stream.position)
                 adc_s = stream.position / stream.sample_rate_hz
                 stream.position = end
-                stream.callback(block, adc_s)  # type: ignore[call-arg]
+                stream.callback(block, adc_s)
 
     def render_output(self, now_s: float, block_s: float) -> None:
         """Call output callbacks for the block that starts playing one latency after ``now_s``."""
@@ -228,7 +228,7 @@ class SimulatedBackend:
             out = stream.scratch[:frames]
             dac_s = stream.position / stream.sample_rate_hz + stream.latency_s
             stream.position = end
-            stream.callback(out, dac_s)  # type: ignore[call-arg]
+            stream.callback(out, dac_s)
             self.room.write(out, dac_s, stream.sample_rate_hz)
 
     def _add(self, stream: _SimStream) -> _SimStream:

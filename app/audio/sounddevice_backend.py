@@ -161,7 +161,7 @@ class _SdStream:
         ok = time_info.inputBufferAdcTime > 0 and 0 <= delay < MAX_PLAUSIBLE_DELAY_S
         adc = now - delay if ok else now - frames / self.sample_rate_hz
         try:
-            self._callback(indata, adc)  # type: ignore[call-arg]
+            self._callback(indata, adc)
         except Exception:  # an exception would stop the stream: log it and keep capturing
             log.exception("input callback failed")
 
@@ -177,7 +177,7 @@ class _SdStream:
             self._mono = np.zeros(frames, dtype=np.float32)
         mono = self._mono[:frames]
         try:
-            self._callback(mono, dac)  # type: ignore[call-arg]
+            self._callback(mono, dac)
         except Exception:
             log.exception("output callback failed")
             mono.fill(0.0)

@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from app.audio.simulated import DeviceFailure, SimulatedMicrophone, write_wav
     from app.conversation.report import build_report, format_summary, write_report
     from app.conversation.simulation import SimulationOptions, run_simulation
+    from app.engine.base import Engine
     from app.engine.echo import EchoEngine
     from app.engine.factory import EngineUnavailableError, build_engine
 
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
         ptt = parse_ptt(args.ptt) if args.ptt else ()
         microphone = SimulatedMicrophone.from_wav(args.input)
+        engine: Engine
         if settings.engine.kind == "echo":
             engine = EchoEngine(args.echo_first_chunk_delay_ms, args.echo_chunk_delay_ms)
         else:

@@ -19,11 +19,11 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from app.audio.backend import AudioBackend
+from app.audio.backend import AudioBackend, DeviceInfo
 from app.audio.echo_canceller import EchoCanceller
 from app.audio.player import PlaybackNotice
 from app.conversation import turns as t
@@ -142,8 +142,20 @@ class Pipeline:
             self._thread = threading.Thread(target=self._loop, name="voice-loop", daemon=True)
             self._thread.start()
 
+    def list_devices(self) -> list[DeviceInfo]:
+        """The devices a person can pick (empty when there is no audio system)."""
+        try:
+            return self._io.backend.list_devices()
+        except Exception as exc:  # no PortAudio, driver trouble: nothing to pick
+            log.info("no audio devices: %s", exc)
+            return []
+
     def stop(self) -> None:
-        """Stop everything; safe to call twice."""
+        """Stop everything and release devices and the engine; safe to call twice.
+
+        ``submit(Shutdown())`` does the same from the voice-loop thread without blocking the
+        caller (the UI's close event).
+        """
         self._running = False
         self._inbox.close()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -218,7 +230,7 @@ class Pipeline:
         elif isinstance(item, ApplySettings):
             self._apply_settings(item.settings, now)
         elif isinstance(item, Shutdown):
-            self._running = False
+            self.stop()
 
     def _run(self, actions: list[t.Action]) -> None:
         for action in actions:
@@ -276,12 +288,12 @@ class Pipeline:
         if self._io.player is not None:
             self._io.player.set_ducked(a.ducked)
 
-    _ACTIONS: ClassVar[dict[type, Callable[[Pipeline, t.Action], None]]] = {
+    _ACTIONS: ClassVar[dict[type, Callable[[Pipeline, Any], None]]] = {
         t.StateSet: _on_state, t.TurnStarted: _on_turn_started, t.TurnEnded: _on_turn_ended,
         t.TurnAbandoned: _on_turn_abandoned, t.SpeculationStarted: _on_speculation_started,
         t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
         t.DuckSet: _on_duck,
-    }  # type: ignore[dict-item]
+    }
 
     # ---- user audio → engine ---------------------------------------------------------------
 

@@ -96,8 +96,8 @@ class Segmenter:
         event = self._step(probability, start_s, end_s)
         onset, last = self._onset_s, self._last_voiced_s
         voiced_ms = (last - onset) * 1000 if onset is not None and last is not None else 0.0
-        silence_ms = (end_s - last) * 1000 if event == "endpoint" or (
-            self.state == VadState.STOPPING and last is not None) else 0.0
+        pausing = event == "endpoint" or self.state == VadState.STOPPING
+        silence_ms = (end_s - last) * 1000 if pausing and last is not None else 0.0
         update = VadUpdate(start_s, end_s, probability, self.state, event, onset, last,
                            voiced_ms, silence_ms)
         if self.state == VadState.QUIET:
