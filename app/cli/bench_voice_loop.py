@@ -163,7 +163,7 @@ def scenario_figures(scenario: Scenario) -> dict[str, Any]:
         "response_from_true_end_ms": _median(from_truth),
         "endpoint_to_audible_ms": _median(reaction),
         "barge_in_stop_ms": _median(stops),
-        "barge_in_stop_from_true_onset_ms": _median(stops_truth),
+        "barge_in_stop_from_true_onset_ms": None if scenario.ptt else _median(stops_truth),
         "speed_x_realtime": round(sum(r.simulated_s for r in runs)
                                   / max(1e-9, sum(r.wall_s for r in runs)), 1),
         "_latencies": latencies, "_stops": stops,

@@ -104,6 +104,8 @@ class Pipeline:
         self._thread: threading.Thread | None = None
         self._running = False
         self._origin_set = False
+        self._stop_lock = threading.Lock()
+        self._stopped = False
         self._last_finished_turn = 0  # replies end in turn order; later reports are stale
 
     # ---- ConversationPort ------------------------------------------------------------------
@@ -156,6 +158,10 @@ class Pipeline:
         ``submit(Shutdown())`` does the same from the voice-loop thread without blocking the
         caller (the UI's close event).
         """
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
         self._running = False
         self._inbox.close()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -288,11 +294,14 @@ class Pipeline:
         if self._io.player is not None:
             self._io.player.set_ducked(a.ducked)
 
+    def _on_vad_restarted(self, a: t.VadRestarted) -> None:
+        self._listener.segmenter.reset()
+
     _ACTIONS: ClassVar[dict[type, Callable[[Pipeline, Any], None]]] = {
         t.StateSet: _on_state, t.TurnStarted: _on_turn_started, t.TurnEnded: _on_turn_ended,
         t.TurnAbandoned: _on_turn_abandoned, t.SpeculationStarted: _on_speculation_started,
         t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
-        t.DuckSet: _on_duck,
+        t.DuckSet: _on_duck, t.VadRestarted: _on_vad_restarted,
     }
 
     # ---- user audio → engine ---------------------------------------------------------------

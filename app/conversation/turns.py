@@ -9,6 +9,9 @@ Always-listening: a VAD onset starts a user turn (audio from ``onset - pre_roll`
 Push-to-talk: the turn runs from press to release (pre-roll before the press included); a press
 with no voiced frame at all starts nothing.
 
+Without barge-in (disabled, or echo mode half-duplex) speech during a reply is ignored, and the
+VAD restarts when the reply ends, so only a fresh onset starts the next turn.
+
 Barge-in (when enabled and echo mode is not half-duplex): while a reply is pending or playing,
 a speech candidate ducks the reply; once it has lasted ``barge_in_min_speech_ms`` the reply is
 interrupted (player fade-out and engine cancel, done by the pipeline at once) and the state is
@@ -108,8 +111,13 @@ class DuckSet:
     ducked: bool
 
 
+@dataclass(frozen=True)
+class VadRestarted:
+    """Forget the utterance the VAD is in (it was heard while not listening)."""
+
+
 Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
-          | SpeculationCancelled | ReplyInterrupted | DuckSet)
+          | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted)
 
 
 class TurnController:
@@ -129,7 +137,6 @@ class TurnController:
         self._reply_audible = False
         self._interrupted = False  # barge-in detected, new turn not confirmed yet
         self._ducked = False
-        self._vad_onset_s: float | None = None  # onset of speech the VAD is still in
         self._actions: list[Action] = []
 
     @property
@@ -150,8 +157,6 @@ class TurnController:
 
     def on_vad(self, update: VadUpdate, now_s: float) -> list[Action]:
         """One VAD frame; ``now_s`` is when it is processed."""
-        speaking = update.state in (VadState.STARTING, VadState.SPEAKING, VadState.STOPPING)
-        self._vad_onset_s = update.onset_s if speaking else None
         if not self.muted:
             if self.params.mode == "push_to_talk":
                 self._ptt_vad(update)
@@ -206,10 +211,10 @@ class TurnController:
         if turn_id == self._reply_turn:
             self._reply_turn, self._reply_audible = None, False
             self._set_duck(False)
-            if (self._vad_onset_s is not None and self._user_turn is None and not self.muted
-                    and self.params.mode == "always_listening"):
-                # Speech began while a reply played without barge-in: it starts now.
-                self._start_turn(now_s, now_s)
+            if not self.params.barge_in:
+                # What the VAD heard during the reply was ignored, and may have been the reply
+                # itself (speakers): speech now has to show a fresh onset to start a turn.
+                self._actions.append(VadRestarted())
         return self._flush(now_s)
 
     # ---- always-listening ------------------------------------------------------------------

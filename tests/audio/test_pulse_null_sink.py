@@ -53,6 +53,43 @@ print(json.dumps({"devices": [d.name for d in devices], "peak_hz": peak_hz,
 """
 
 
+LIVE = r"""
+import json, subprocess, sys, threading
+from app.conversation import create_live_pipeline
+from app.events import ReplyFinished, TurnMeasured, UserSpeechStarted
+from app.settings import Settings
+
+settings = Settings().with_value("turn.barge_in", False)  # the monitor hears the reply too
+pipeline = create_live_pipeline(settings)
+finished, starts, records = threading.Event(), [], []
+
+def sink(event):
+    if isinstance(event, UserSpeechStarted):
+        starts.append(event.turn_id)
+    if isinstance(event, TurnMeasured):
+        records.append(event.record)
+    if isinstance(event, ReplyFinished):
+        finished.set()
+
+pipeline.subscribe(sink)
+pipeline.start()
+wait = threading.Event()
+for _ in range(100):  # PulseAudio's capture takes a moment to deliver its first block
+    if pipeline.mic_waveform.total_written > 0:
+        break
+    wait.wait(0.05)
+subprocess.run(["paplay", "--device=vsink", sys.argv[1]], check=True)
+ok = finished.wait(20)
+wait.wait(1.5)  # the reply's own tail on the monitor must not start a turn
+pipeline.stop()
+r = records[0] if records else None
+print(json.dumps({"finished": ok, "turns_started": starts,
+                  "latency_ms": r.response_latency_ms if r else None,
+                  "heard_ms": r.heard_ms if r else None,
+                  "spoken_s": (r.user_end_s - r.user_onset_s) if r else None}))
+"""
+
+
 def start_null_sink(runtime: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
     env = {**os.environ, "HOME": str(runtime), "XDG_RUNTIME_DIR": str(runtime / "run")}
     (runtime / "run").mkdir(mode=0o700)
@@ -70,21 +107,44 @@ def start_null_sink(runtime: Path) -> tuple[subprocess.Popen[bytes], dict[str, s
     pytest.skip("pulseaudio did not start here")
 
 
+needs_pulseaudio = pytest.mark.skipif(
+    shutil.which("pulseaudio") is None or shutil.which("pactl") is None
+    or shutil.which("paplay") is None, reason="pulseaudio is not installed")
+
+
+@pytest.fixture(scope="module")
+def null_sink(tmp_path_factory: pytest.TempPathFactory):
+    daemon, env = start_null_sink(tmp_path_factory.mktemp("pulse"))
+    yield env
+    daemon.terminate()
+    daemon.wait(10)
+
+
+def run_client(code: str, env: dict[str, str], *args: str) -> dict:
+    result = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                            text=True, timeout=90, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.audio
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("pactl") is None,
-                    reason="pulseaudio is not installed")
-def test_a_tone_played_to_the_null_sink_comes_back_from_its_monitor(tmp_path: Path) -> None:
-    daemon, env = start_null_sink(tmp_path)
-    try:
-        result = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
-                                text=True, timeout=60, check=False)
-    finally:
-        daemon.terminate()
-        daemon.wait(10)
-    assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+@needs_pulseaudio
+def test_a_tone_played_to_the_null_sink_comes_back_from_its_monitor(null_sink) -> None:
+    report = run_client(CLIENT, null_sink)
     assert report["devices"], "PortAudio saw no device through PulseAudio"
     assert report["level"] > 0.1
     assert abs(report["peak_hz"] - 440) < 5
     assert report["adc_before_callback"] and report["adc_increasing"]
+
+
+@pytest.mark.audio
+@pytest.mark.slow
+@needs_pulseaudio
+def test_the_live_pipeline_answers_speech_on_real_streams(null_sink) -> None:
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "audio" / "question.wav"
+    report = run_client(LIVE, null_sink, str(fixture))
+    assert report["finished"] and report["turns_started"] == [1]
+    assert 500 <= report["latency_ms"] <= 900
+    assert report["spoken_s"] == pytest.approx(1.6, abs=0.5)  # the VAD's view, real streams
+    assert report["heard_ms"] > 1000

@@ -38,6 +38,8 @@ class Script:
 
     def _keep(self, actions: list[t.Action]) -> None:
         self.log += [(self.frame, a) for a in actions]
+        if any(isinstance(a, t.VadRestarted) for a in actions):
+            self.segmenter.reset()  # what the pipeline does
 
     def of(self, kind: type) -> list:
         return [a for _, a in self.log if isinstance(a, kind)]
@@ -111,12 +113,18 @@ def test_speech_while_the_engine_is_still_thinking_cancels_it_too() -> None:
     assert interrupted.was_audible is False and not s.of(t.DuckSet)
 
 
-def test_without_barge_in_the_reply_plays_on_and_the_speech_becomes_a_turn_after() -> None:
+def test_without_barge_in_speech_during_the_reply_is_ignored_and_needs_a_fresh_onset() -> None:
     s = Script(barge_in=False, speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
     s.call("reply_audible", 1).frames(SPEECH, 15)
     assert not s.of(t.ReplyInterrupted) and len(s.of(t.TurnStarted)) == 1
     s.call("reply_finished", 1)
-    assert len(s.of(t.TurnStarted)) == 2 and s.states()[-1] == S.USER_SPEAKING
+    assert s.of(t.VadRestarted) and len(s.of(t.TurnStarted)) == 1
+    assert s.states()[-1] == S.LISTENING
+    s.frames(SPEECH, 7)
+    assert len(s.of(t.TurnStarted)) == 1  # 224 ms: not yet an onset of its own
+    s.frames(SPEECH, 1)
+    new = s.of(t.TurnStarted)[-1]
+    assert new.turn_id == 2 and new.onset_s == pytest.approx((12 + 17 + 15) * FRAME_S)
 
 
 def test_push_to_talk_runs_from_press_to_release() -> None:
