@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from app import events as ev
 from app.audio.backend import AudioBackend, DeviceInfo
 from app.audio.echo_canceller import EchoCanceller
 from app.audio.player import PlaybackNotice
@@ -44,28 +45,6 @@ from app.engine.base import (
     ReplyText,
     StageTimed,
     UserTurn,
-)
-from app.events import (
-    ApplySettings,
-    Command,
-    ConversationState,
-    EngineStatusChanged,
-    ErrorReported,
-    PipelineEvent,
-    PressToTalk,
-    ReleaseToTalk,
-    ReplyFinished,
-    ReplyStarted,
-    SetListenMode,
-    SetMuted,
-    Shutdown,
-    StateChanged,
-    StopReply,
-    TranscriptUpdated,
-    TurnMeasured,
-    UserSpeechStarted,
-    UserTurnEnded,
-    WaveformSource,
 )
 from app.settings import Settings
 from app.vad.base import Segmenter, SpeechScorer, VadParams
@@ -96,7 +75,7 @@ class Pipeline:
         self._io = AudioIO(backend, self._listener, self.clock, self._inbox,
                            settings.audio.playback_start_ms, block_ms)
         self._routes = ReplyRoutes(lambda: self._io.player)
-        self._sinks: list[Callable[[PipelineEvent], None]] = []
+        self._sinks: list[Callable[[ev.PipelineEvent], None]] = []
         self._seq = 0
         self._feed_index: int | None = None  # next 16 kHz sample of the user turn to feed
         self._turn_audio: list[np.ndarray] = []  # what was fed for the current user turn
@@ -111,23 +90,23 @@ class Pipeline:
     # ---- ConversationPort ------------------------------------------------------------------
 
     @property
-    def mic_waveform(self) -> WaveformSource:
+    def mic_waveform(self) -> ev.WaveformSource:
         return self._listener.history
 
     @property
-    def reply_waveform(self) -> WaveformSource:
+    def reply_waveform(self) -> ev.WaveformSource:
         return self._io.reply_ring
 
-    def submit(self, command: Command) -> None:
+    def submit(self, command: ev.Command) -> None:
         self._inbox.post_control(command)
 
-    def subscribe(self, sink: Callable[[PipelineEvent], None]) -> None:
+    def subscribe(self, sink: Callable[[ev.PipelineEvent], None]) -> None:
         self._sinks.append(sink)
 
     # ---- life cycle ------------------------------------------------------------------------
 
     @property
-    def state(self) -> ConversationState:
+    def state(self) -> ev.ConversationState:
         return self._controller.state
 
     def start(self, threaded: bool = True) -> None:
@@ -137,8 +116,8 @@ class Pipeline:
                       + self._io.start_output(self.settings.audio.output_device, now)):
             self._emit(event)
         self._worker.start()
-        self._emit(EngineStatusChanged(self._worker.info))
-        self._emit(StateChanged(self._controller.state, 0.0))
+        self._emit(ev.EngineStatusChanged(self._worker.info))
+        self._emit(ev.StateChanged(self._controller.state, 0.0))
         self._running = True
         if threaded:
             self._thread = threading.Thread(target=self._loop, name="voice-loop", daemon=True)
@@ -184,8 +163,8 @@ class Pipeline:
 
     def is_quiet(self) -> bool:
         """Nobody has the floor: no user turn, no reply pending or playing."""
-        return (self._controller.state in (ConversationState.LISTENING, ConversationState.IDLE)
-                and not self._routes.active()
+        idle = (ev.ConversationState.LISTENING, ev.ConversationState.IDLE)
+        return (self._controller.state in idle and not self._routes.active()
                 and (self._io.player is None or self._io.player.active_turn_id is None))
 
     def _loop(self) -> None:
@@ -197,8 +176,8 @@ class Pipeline:
                     self._stream_lost(lost, self.clock.now())
             except Exception as exc:  # the loop must survive anything
                 log.exception("voice loop step failed")
-                self._emit(ErrorReported("internal", f"Voice loop error: {exc}",
-                                         "The app keeps running; see the log for details."))
+                self._emit(ev.ErrorReported("internal", f"Voice loop error: {exc}",
+                                            "The app keeps running; see the log for details."))
 
     # ---- the voice loop --------------------------------------------------------------------
 
@@ -223,19 +202,19 @@ class Pipeline:
             self._playback_notice(item)
         elif isinstance(item, StreamLost):
             self._stream_lost(item, now)
-        elif isinstance(item, PressToTalk):
+        elif isinstance(item, ev.PressToTalk):
             self._run(c.press(now))
-        elif isinstance(item, ReleaseToTalk):
+        elif isinstance(item, ev.ReleaseToTalk):
             self._run(c.release(now))
-        elif isinstance(item, StopReply):
+        elif isinstance(item, ev.StopReply):
             self._run(c.stop_reply(now))
-        elif isinstance(item, SetMuted):
+        elif isinstance(item, ev.SetMuted):
             self._run(c.set_muted(item.muted, now))
-        elif isinstance(item, SetListenMode):
+        elif isinstance(item, ev.SetListenMode):
             self._run(c.set_mode(item.mode, now))
-        elif isinstance(item, ApplySettings):
+        elif isinstance(item, ev.ApplySettings):
             self._apply_settings(item.settings, now)
-        elif isinstance(item, Shutdown):
+        elif isinstance(item, ev.Shutdown):
             self.stop()
 
     def _run(self, actions: list[t.Action]) -> None:
@@ -244,18 +223,18 @@ class Pipeline:
             handler(self, action)
 
     def _on_state(self, a: t.StateSet) -> None:
-        self._emit(StateChanged(a.state, self._rel(a.t_s)))
+        self._emit(ev.StateChanged(a.state, self._rel(a.t_s)))
 
     def _on_turn_started(self, a: t.TurnStarted) -> None:
         self.metrics.started(a.turn_id, a.onset_s)
         self._feed_index = self._listener.index_at(a.audio_from_s)
         self._turn_audio = []
-        self._emit(UserSpeechStarted(a.turn_id, self._rel(a.onset_s)))
+        self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(a.onset_s)))
 
     def _on_turn_ended(self, a: t.TurnEnded) -> None:
         self._feed_user_audio()
         self.metrics.ended(a.turn_id, a.user_end_s, a.endpoint_s)
-        self._emit(UserTurnEnded(a.turn_id, self._rel(a.endpoint_s), a.user_end_s - a.onset_s))
+        self._emit(ev.UserTurnEnded(a.turn_id, self._rel(a.endpoint_s), a.user_end_s - a.onset_s))
         spec, self._speculative_seq = self._speculative_seq, None
         route = self._routes.get(spec) if spec is not None else None
         if route is not None:
@@ -333,15 +312,15 @@ class Pipeline:
     def _worker_event(self, item: WorkerEvent) -> None:
         event = item.event
         if isinstance(event, EngineSwapped):
-            self._emit(EngineStatusChanged(event.info, message=event.error))
+            self._emit(ev.EngineStatusChanged(event.info, message=event.error))
             if event.error:
-                self._emit(ErrorReported("engine", f"Could not switch engine: {event.error}",
-                                         "The previous engine keeps running."))
+                self._emit(ev.ErrorReported("engine", f"Could not switch engine: {event.error}",
+                                            "The previous engine keeps running."))
             return
         route = self._routes.get(item.seq)
         if route is None or route.cancel.is_set():
             if item.seq == 0 and isinstance(event, ReplyFailed):
-                self._emit(ErrorReported(event.category, event.message, event.advice))
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
             return
         if route.held:
             route.pending.append((event, item.ready_s))
@@ -355,12 +334,12 @@ class Pipeline:
                 self.metrics.engine_audio(route.turn_id, ready_s)
             self._routes.play(route, event)
         elif isinstance(event, ReplyText):
-            self._emit(TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
+            self._emit(ev.TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
         elif isinstance(event, StageTimed):
             self.metrics.stage(route.turn_id, event.stage, event.duration_ms)
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
-                self._emit(ErrorReported(event.category, event.message, event.advice))
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
             route.done = True
             if self._io.player is None:
                 self._reply_over(route.turn_id, 0, 24000, self.clock.now(), interrupted=False)
@@ -370,7 +349,7 @@ class Pipeline:
     def _playback_notice(self, notice: PlaybackNotice) -> None:
         if notice.kind == "audible":
             self.metrics.audible(notice.turn_id, notice.t_s)
-            self._emit(ReplyStarted(notice.turn_id, self._rel(notice.t_s)))
+            self._emit(ev.ReplyStarted(notice.turn_id, self._rel(notice.t_s)))
             self._run(self._controller.reply_audible(notice.turn_id, self.clock.now()))
             return
         self._reply_over(notice.turn_id, notice.heard_samples, notice.sample_rate_hz,
@@ -389,8 +368,8 @@ class Pipeline:
         if record is not None:
             if self._jsonl is not None:
                 self._jsonl.write(record)
-            self._emit(TurnMeasured(record))
-        self._emit(ReplyFinished(turn_id, interrupted, heard_ms))
+            self._emit(ev.TurnMeasured(record))
+        self._emit(ev.ReplyFinished(turn_id, interrupted, heard_ms))
         if route is not None:
             self._routes.close(route.seq)
         self._run(self._controller.reply_finished(turn_id, self.clock.now()))
@@ -406,7 +385,7 @@ class Pipeline:
         self._listener.segmenter.params = VadParams.from_settings(new.vad)
         self._run(self._controller.update_params(t.TurnParams.from_settings(new), now))
         self._io.set_playback_start_ms(new.audio.playback_start_ms)
-        events: list[PipelineEvent] = []
+        events: list[ev.PipelineEvent] = []
         if new.audio.input_device != old.audio.input_device:
             events += self._io.start_input(new.audio.input_device, now)
         if new.audio.output_device != old.audio.output_device:
@@ -415,8 +394,8 @@ class Pipeline:
             self._emit(event)
         if new.engine != old.engine and self._engine_factory is not None:
             factory = self._engine_factory
-            self._emit(EngineStatusChanged(self._worker.info, loading=True,
-                                           message="Switching engine…"))
+            self._emit(ev.EngineStatusChanged(self._worker.info, loading=True,
+                                              message="Switching engine…"))
             self._worker.swap_engine(lambda: factory(new))
 
     # ---- events ----------------------------------------------------------------------------
@@ -425,7 +404,7 @@ class Pipeline:
         """Clock time → seconds from the first input sample."""
         return t_s - self.metrics.origin_s
 
-    def _emit(self, event: PipelineEvent) -> None:
+    def _emit(self, event: ev.PipelineEvent) -> None:
         for sink in self._sinks:
             try:
                 sink(event)
