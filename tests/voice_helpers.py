@@ -7,6 +7,8 @@ import threading
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -84,3 +86,44 @@ class RecordingEngine(EchoEngine):
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeSd:
+    """Just enough of sounddevice: host APIs, devices, defaults, streams that record kwargs."""
+
+    class PortAudioError(Exception):
+        pass
+
+    class WasapiSettings:
+        def __init__(self, auto_convert: bool = False) -> None:
+            self.auto_convert = auto_convert
+
+    def __init__(self, apis: list[dict[str, Any]], devices: list[dict[str, Any]],
+                 default: tuple[int, int] = (-1, -1), fail_open: bool = False) -> None:
+        self.apis, self.devices, self.streams = apis, devices, []
+        self.default = SimpleNamespace(device=list(default))
+        fake = self
+
+        class Stream:
+            def __init__(self, **kwargs: Any) -> None:
+                if fail_open:
+                    raise fake.PortAudioError("Invalid sample rate")
+                self.kwargs, self.latency, self.state = kwargs, 0.012, "created"
+                fake.streams.append(self)
+
+            def start(self) -> None:
+                self.state = "started"
+
+            def abort(self) -> None:
+                self.state = "aborted"
+
+            def close(self) -> None:
+                self.state = "closed"
+
+        self.InputStream = self.OutputStream = Stream
+
+    def query_hostapis(self) -> list[dict[str, Any]]:
+        return self.apis
+
+    def query_devices(self) -> list[dict[str, Any]]:
+        return self.devices

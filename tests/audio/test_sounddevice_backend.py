@@ -8,51 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from voice_helpers import FakeSd
 
 from app.audio.backend import AudioUnavailableError, DeviceUnavailableError, find_device
 from app.audio.probe import probe_audio
 from app.audio.sounddevice_backend import SounddeviceBackend
-
-
-class FakeSd:
-    """Just enough of sounddevice: host APIs, devices, defaults, streams that record kwargs."""
-
-    class PortAudioError(Exception):
-        pass
-
-    class WasapiSettings:
-        def __init__(self, auto_convert: bool = False) -> None:
-            self.auto_convert = auto_convert
-
-    def __init__(self, apis: list[dict[str, Any]], devices: list[dict[str, Any]],
-                 default: tuple[int, int] = (-1, -1), fail_open: bool = False) -> None:
-        self.apis, self.devices, self.streams = apis, devices, []
-        self.default = SimpleNamespace(device=list(default))
-        fake = self
-
-        class Stream:
-            def __init__(self, **kwargs: Any) -> None:
-                if fail_open:
-                    raise fake.PortAudioError("Invalid sample rate")
-                self.kwargs, self.latency, self.state = kwargs, 0.012, "created"
-                fake.streams.append(self)
-
-            def start(self) -> None:
-                self.state = "started"
-
-            def abort(self) -> None:
-                self.state = "aborted"
-
-            def close(self) -> None:
-                self.state = "closed"
-
-        self.InputStream = self.OutputStream = Stream
-
-    def query_hostapis(self) -> list[dict[str, Any]]:
-        return self.apis
-
-    def query_devices(self) -> list[dict[str, Any]]:
-        return self.devices
 
 
 def dev(name: str, api: int, inputs: int, outputs: int, rate: float = 48000.0) -> dict:

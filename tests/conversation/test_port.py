@@ -5,15 +5,19 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from voice_helpers import duration, speech, track
+from voice_helpers import FakeSd, duration, speech, track
 
 from app.audio.simulated import SimulatedBackend, SimulatedMicrophone
+from app.audio.sounddevice_backend import SounddeviceBackend
+from app.conversation import create_live_pipeline
 from app.conversation.clock import WallClock
 from app.conversation.pipeline import Pipeline
 from app.engine.echo import EchoEngine
 from app.events import (
+    ApplySettings,
     ConversationPort,
     EngineStatusChanged,
+    ErrorReported,
     PipelineEvent,
     ReplyFinished,
     Shutdown,
@@ -70,3 +74,30 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
     assert names <= {"voice-loop", "MainThread"}
     assert "voice-loop" in names
     assert threading.active_count() == threads_before
+
+
+def test_no_audio_devices_and_a_failed_engine_switch_are_reported_not_raised() -> None:
+    no_devices = SounddeviceBackend(FakeSd([{"name": "ALSA"}], []))
+    pipeline = create_live_pipeline(Settings(), backend=no_devices)
+    events: list[PipelineEvent] = []
+    reported = threading.Semaphore(0)
+
+    def sink(event: PipelineEvent) -> None:
+        events.append(event)
+        if isinstance(event, ErrorReported):
+            reported.release()
+
+    pipeline.subscribe(sink)
+    pipeline.start(threaded=True)
+    assert pipeline.list_devices() == []
+    pipeline.submit(ApplySettings(Settings().with_value("engine.kind", "moss_speech")))
+    for _ in range(3):
+        assert reported.acquire(timeout=10)
+    pipeline.submit(Shutdown())
+    pipeline.stop()
+    messages = [e.message for e in events if isinstance(e, ErrorReported)]
+    assert any("No microphone" in m for m in messages)
+    assert any("No speaker" in m for m in messages)
+    assert any("Could not switch engine" in m and "moss_speech" in m for m in messages)
+    statuses = [e for e in events if isinstance(e, EngineStatusChanged)]
+    assert statuses[-1].info.name == "Echo demo" and "moss_speech" in statuses[-1].message
