@@ -17,6 +17,7 @@ from app import APP_NAME, __version__
 
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "app.cli.doctor",
+    "converse": "app.cli.converse",
     "bench": "app.cli.bench",
 }
 

@@ -17,9 +17,30 @@ def run_default(args: argparse.Namespace) -> int:
     return run_headless_demo()
 
 
-def run_headless_demo() -> int:
-    """Until the voice loop lands, the headless demo is the doctor report."""
-    from app.doctor import collect_report, format_report
+DEMO_SAMPLE = ("samples", "demo_conversation_16k.wav")
 
-    print(format_report(collect_report()))
+
+def run_headless_demo() -> int:
+    """The voice loop with the echo engine on the bundled sample, on simulated devices.
+
+    The sample has two sentences; the second one starts while the first reply plays, so the
+    demo shows a turn, a barge-in and a second turn. Output goes to the cache folder.
+    """
+    from app import paths
+    from app.audio.simulated import SimulatedMicrophone, write_wav
+    from app.conversation.report import build_report, format_summary, write_report
+    from app.conversation.simulation import run_simulation
+    from app.engine.echo import EchoEngine
+    from app.settings import Settings
+
+    sample = paths.resource(*DEMO_SAMPLE)
+    out_dir = paths.cache_dir() / "demo"
+    result = run_simulation(Settings(), EchoEngine(), SimulatedMicrophone.from_wav(sample))
+    write_wav(out_dir / "speaker.wav", result.output, result.output_rate_hz)
+    write_report(out_dir / "report.json", build_report(result, realtime=False))
+    print(format_summary(result, sample.name))
+    print(f"what the speaker played: {out_dir / 'speaker.wav'}; report: "
+          f"{out_dir / 'report.json'}")
+    print("Try your own recording: python -m app converse --engine echo --input IN.wav "
+          "--output OUT.wav --report REPORT.json")
     return 0

@@ -1,0 +1,218 @@
+"""The devices side of the voice loop: streams opened by saved name, the player, the callbacks.
+
+The device callbacks only copy audio and post to the inbox (never block). A saved device that
+is missing, or one that vanishes mid-session, is reported as a ``DeviceLost`` event and
+replaced by the system default; if there is no default either, an ``ErrorReported`` says what to
+do and the app goes on without that direction (the UI keeps working, and a later settings
+change can reopen a device). Nothing here raises.
+
+Limitation: PortAudio reads its device list once, at initialisation, so a device plugged in
+while the app runs is not offered until the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.audio.backend import (
+    AudioBackend,
+    AudioUnavailableError,
+    DeviceUnavailableError,
+    Direction,
+    StreamHandle,
+)
+from app.audio.player import Player
+from app.audio.ringbuffer import RingBuffer
+from app.conversation.clock import Clock
+from app.conversation.inbox import Inbox
+from app.conversation.listener import Listener
+from app.events import DeviceLost, ErrorReported, PipelineEvent
+
+log = logging.getLogger(__name__)
+STALL_LIMIT_S = 2.0  # a started stream whose callbacks stopped this long ago counts as lost
+REPLY_WAVEFORM_S = 10.0
+
+
+@dataclass(frozen=True)
+class StreamLost:
+    """Posted (from any thread) when a stream's device vanished."""
+
+    direction: Direction
+    handle: object
+
+
+class AudioIO:
+    def __init__(self, backend: AudioBackend, listener: Listener, clock: Clock, inbox: Inbox,
+                 playback_start_ms: float, block_ms: float = 10.0) -> None:
+        self.backend = backend
+        self._listener = listener
+        self._clock = clock
+        self._inbox = inbox
+        self._playback_start_ms = playback_start_ms
+        self._block_ms = block_ms
+        self.input: StreamHandle | None = None
+        self.output: StreamHandle | None = None
+        self.player: Player | None = None
+        self.reply_ring = RingBuffer(int(24000 * REPLY_WAVEFORM_S), 24000)
+
+    # ---- the voice loop's side -------------------------------------------------------------
+
+    def start_input(self, name: str | None, now_s: float) -> list[PipelineEvent]:
+        self.close_direction("input")
+        handle, events = self.open("input", name, None, now_s)
+        self._run_input(handle)
+        return events
+
+    def start_output(self, name: str | None, now_s: float) -> list[PipelineEvent]:
+        self.close_direction("output")
+        rate = self.player.sample_rate_hz if self.player is not None else None
+        handle, events = self.open("output", name, rate, now_s)
+        self._run_output(handle, now_s)
+        return events
+
+    def handle_lost(self, lost: StreamLost, now_s: float) -> list[PipelineEvent]:
+        rate = None
+        if lost.direction == "output" and self.player is not None:
+            rate = self.player.sample_rate_hz
+        handle, events = self.replace_lost(lost, rate, now_s)
+        if events:
+            if lost.direction == "input":
+                self._run_input(handle)
+            else:
+                self._run_output(handle, now_s)
+        return events
+
+    def set_playback_start_ms(self, playback_start_ms: float) -> None:
+        self._playback_start_ms = playback_start_ms
+        if self.player is not None:
+            self.player.set_start_threshold_ms(playback_start_ms)
+
+    def _run_input(self, handle: StreamHandle | None) -> None:
+        if handle is not None:
+            self._listener.configure_input(handle.sample_rate_hz)
+            handle.start()
+
+    def _run_output(self, handle: StreamHandle | None, now_s: float) -> None:
+        if handle is None:
+            if self.player is not None:
+                self.player.drop(now_s)  # the reply ends: nothing can play it
+            self.player = None  # replies now end as soon as the engine is done
+            return
+        rate = int(handle.sample_rate_hz)
+        if self.player is None or self.player.sample_rate_hz != rate:
+            if self.player is not None:
+                self.player.drop(now_s)
+            self.player = Player(rate, self._playback_start_ms, self._inbox.post_control)
+            self.reply_ring = RingBuffer(int(rate * REPLY_WAVEFORM_S), rate)
+        handle.start()
+
+    # ---- device callbacks (device threads: copy and post only) ------------------------------
+
+    def _on_input(self, block: np.ndarray, adc_time_s: float) -> None:
+        self._listener.capture.push(block, self._clock.from_device_time(adc_time_s))
+        self._inbox.signal_capture()
+
+    def _on_output(self, out: np.ndarray, dac_time_s: float) -> None:
+        dac = self._clock.from_device_time(dac_time_s)
+        player = self.player
+        if player is not None:
+            player.fill(out, dac)
+        else:
+            out.fill(0.0)
+        self.reply_ring.write(out)
+        self._listener.echo_canceller.observe_playback(out, dac)
+
+    # ---- streams ---------------------------------------------------------------------------
+
+    def open(self, direction: Direction, name: str | None, rate_hz: int | None,
+             now_s: float) -> tuple[StreamHandle | None, list[PipelineEvent]]:
+        """Open ``name`` (or the default), falling back to the default; stream not started."""
+        events: list[PipelineEvent] = []
+        try:
+            handle = self._try_open(direction, name, rate_hz)
+            return self._keep(direction, handle), events
+        except AudioUnavailableError as exc:
+            return None, [ErrorReported("audio", f"No audio devices: {exc}.",
+                                        "Install the audio system, then restart the app.")]
+        except DeviceUnavailableError as exc:
+            if name is None:
+                return None, [self._nothing_left(direction, str(exc))]
+            log.warning("%s device %r unavailable: %s", direction, name, exc)
+        try:
+            handle = self._try_open(direction, None, rate_hz)
+        except (AudioUnavailableError, DeviceUnavailableError) as exc:
+            return None, [DeviceLost(direction, name, None, now_s),
+                          self._nothing_left(direction, str(exc))]
+        events.append(DeviceLost(direction, name, handle.device_name, now_s))
+        return self._keep(direction, handle), events
+
+    def replace_lost(self, lost: StreamLost, rate_hz: int | None,
+                     now_s: float) -> tuple[StreamHandle | None, list[PipelineEvent]]:
+        """The current stream of ``lost.direction`` died: switch to the default device."""
+        current = self.input if lost.direction == "input" else self.output
+        if current is None or lost.handle is not current:
+            return current, []  # stale report about a stream already replaced
+        name = current.device_name
+        current.close()
+        self._keep(lost.direction, None)
+        try:
+            handle = self._try_open(lost.direction, None, rate_hz)
+        except (AudioUnavailableError, DeviceUnavailableError) as exc:
+            return None, [DeviceLost(lost.direction, name, None, now_s),
+                          self._nothing_left(lost.direction, str(exc))]
+        self._keep(lost.direction, handle)
+        return handle, [DeviceLost(lost.direction, name, handle.device_name, now_s)]
+
+    def stalled(self) -> list[StreamLost]:
+        """Streams whose callbacks stopped arriving (real devices only report this)."""
+        found = []
+        for direction, handle in (("input", self.input), ("output", self.output)):
+            stalled_for = getattr(handle, "stalled_for_s", None)
+            if handle is not None and stalled_for is not None and stalled_for() > STALL_LIMIT_S:
+                found.append(StreamLost(direction, handle))  # type: ignore[arg-type]
+        return found
+
+    def close_direction(self, direction: Direction) -> None:
+        handle = self.input if direction == "input" else self.output
+        if handle is not None:
+            handle.close()
+        self._keep(direction, None)
+
+    def close(self) -> None:
+        for handle in (self.input, self.output):
+            if handle is not None:
+                handle.close()
+        self.input = self.output = None
+
+    def _try_open(self, direction: Direction, name: str | None,
+                  rate_hz: int | None) -> StreamHandle:
+        holder: list[StreamHandle] = []
+
+        def lost() -> None:
+            self._inbox.post_control(StreamLost(direction, holder[0] if holder else None))
+
+        if direction == "input":
+            handle = self.backend.open_input(name, rate_hz, self._block_ms, self._on_input, lost)
+        else:
+            handle = self.backend.open_output(name, rate_hz, self._block_ms, self._on_output,
+                                              lost)
+        holder.append(handle)
+        return handle
+
+    def _keep(self, direction: Direction, handle: StreamHandle | None) -> StreamHandle | None:
+        if direction == "input":
+            self.input = handle
+        else:
+            self.output = handle
+        return handle
+
+    @staticmethod
+    def _nothing_left(direction: Direction, detail: str) -> ErrorReported:
+        if direction == "input":
+            return ErrorReported("audio", f"No microphone is available ({detail}).",
+                                 "Connect a microphone or choose one in the settings.")
+        return ErrorReported("audio", f"No speaker is available ({detail}).",
+                             "Connect headphones or speakers or choose them in the settings.")

@@ -1,0 +1,255 @@
+"""The engine worker: a plain thread that owns the engine. The only thread that may touch a GPU.
+
+Commands arrive on a queue and run in order: user audio while the user speaks
+(``feed_user_audio``), a reply (``respond``), what was heard (``reply_heard``), reset, engine
+swap, stop. Each ``respond`` gets its own ``threading.Event``; the voice loop sets it directly
+on barge-in (control beats data: no queue in between) and the worker stops forwarding the
+reply after the current step and closes the engine's iterator.
+
+Every engine call is timed and reported to the clock (see :mod:`app.conversation.clock`), and
+every event goes out as a :class:`WorkerEvent` stamped with the time it became available.
+Engine exceptions become ``ReplyFailed`` events; the worker, and the app, keep going.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.conversation.clock import Clock
+from app.engine.base import (
+    Engine,
+    EngineEvent,
+    EngineInfo,
+    ReplyDone,
+    ReplyFailed,
+    UserTurn,
+)
+
+log = logging.getLogger(__name__)
+
+FAILURE_ADVICE = "The conversation so far is kept; try again. If it keeps happening, see the log."
+OOM_ADVICE = ("The GPU ran out of memory. Try a smaller precision (int8 or int4) in the settings, "
+              "or close other programs that use the GPU.")
+
+
+@dataclass(frozen=True)
+class EngineSwapped:
+    """The worker now runs another engine (or failed to build it and kept the old one)."""
+
+    info: EngineInfo
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    seq: int  # the respond call it belongs to; 0 = outside any reply (feed errors, swaps)
+    event: EngineEvent | EngineSwapped
+    ready_s: float  # clock time at which the event became available
+
+
+@dataclass(frozen=True)
+class _Feed:
+    turn_id: int
+    pcm_16k: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class _Respond:
+    turn: UserTurn
+    seq: int
+    cancel: threading.Event
+
+
+@dataclass(frozen=True)
+class _Heard:
+    turn_id: int
+    heard_samples: int
+    sample_rate_hz: int
+
+
+@dataclass(frozen=True)
+class _Call:
+    name: str  # "reset" or "swap" or "stop"
+    build: Callable[[], Engine] | None = None
+
+
+def failure_event(turn_id: int, exc: BaseException) -> ReplyFailed:
+    """An engine exception as a ReplyFailed a person can act on."""
+    text = f"{type(exc).__name__}: {exc}"
+    if "OutOfMemory" in type(exc).__name__ or "out of memory" in str(exc).lower():
+        return ReplyFailed(turn_id, "out_of_memory", text, OOM_ADVICE)
+    return ReplyFailed(turn_id, "engine", text, FAILURE_ADVICE)
+
+
+class EngineWorker:
+    def __init__(self, engine: Engine, clock: Clock, emit: Callable[[WorkerEvent], None],
+                 name: str = "engine-worker") -> None:
+        self._engine = engine
+        self._clock = clock
+        self._emit = emit
+        self._queue: queue.Queue[_Feed | _Respond | _Heard | _Call] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._cursor_s = 0.0  # the worker's own position on the clock (see clock.py)
+        self._cancels: dict[int, threading.Event] = {}
+        self._cancels_lock = threading.Lock()
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._engine.info
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # ---- commands (any thread; never block) -------------------------------------------------
+
+    def feed(self, turn_id: int, pcm_16k: np.ndarray) -> None:
+        self._post(_Feed(turn_id, pcm_16k))
+
+    def respond(self, turn: UserTurn, seq: int) -> threading.Event:
+        """Queue a reply; returns its cancel event (set it to stop the reply)."""
+        cancel = threading.Event()
+        with self._cancels_lock:
+            self._cancels[seq] = cancel
+        self._post(_Respond(turn, seq, cancel))
+        return cancel
+
+    def heard(self, turn_id: int, heard_samples: int, sample_rate_hz: int) -> None:
+        self._post(_Heard(turn_id, heard_samples, sample_rate_hz))
+
+    def reset(self) -> None:
+        self._post(_Call("reset"))
+
+    def swap_engine(self, build: Callable[[], Engine]) -> None:
+        """Build a new engine on the worker thread (it owns the GPU) and close the old one."""
+        self._post(_Call("swap", build))
+
+    def cancel_all(self) -> None:
+        with self._cancels_lock:
+            for cancel in self._cancels.values():
+                cancel.set()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Cancel everything, finish, close the engine, join the thread."""
+        self.cancel_all()
+        if self._thread.is_alive():
+            self._post(_Call("stop"))
+            self._thread.join(timeout_s)
+
+    def _post(self, command: _Feed | _Respond | _Heard | _Call) -> None:
+        self._clock.work_posted()
+        self._queue.put(command)
+
+    # ---- the thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            command = self._queue.get()
+            self._clock.work_started()
+            try:
+                if isinstance(command, _Call) and command.name == "stop":
+                    break
+                self._cursor_s = max(self._cursor_s, self._clock.now())
+                self._handle(command)
+            except Exception:  # never let one bad command end the worker
+                log.exception("engine worker command %r failed", type(command).__name__)
+            finally:
+                self._clock.work_finished()
+        try:
+            self._engine.close()
+        except Exception:
+            log.exception("closing the engine failed")
+
+    def _handle(self, command: _Feed | _Respond | _Heard | _Call) -> None:
+        if isinstance(command, _Respond):
+            try:
+                self._respond(command)
+            finally:
+                with self._cancels_lock:
+                    self._cancels.pop(command.seq, None)
+        elif isinstance(command, _Feed):
+            try:
+                self._timed(lambda: self._engine.feed_user_audio(command.turn_id,
+                                                                 command.pcm_16k))
+            except Exception as exc:
+                log.exception("feed_user_audio failed")
+                self._send(0, failure_event(command.turn_id, exc))
+        elif isinstance(command, _Heard):
+            self._timed(lambda: self._engine.reply_heard(
+                command.turn_id, command.heard_samples, command.sample_rate_hz))
+        elif command.name == "reset":
+            self._timed(self._engine.reset)
+        elif command.name == "swap" and command.build is not None:
+            self._swap(command.build)
+
+    def _send(self, seq: int, event: EngineEvent | EngineSwapped) -> None:
+        """Emit once the clock has reached the worker's cursor (the event's time)."""
+        self._clock.wait_until(self._cursor_s)
+        self._emit(WorkerEvent(seq, event, self._cursor_s))
+
+    def _timed(self, call: Callable[[], object]) -> None:
+        started = time.perf_counter()
+        try:
+            call()
+        finally:
+            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
+
+    def _respond(self, command: _Respond) -> None:
+        turn, cancel = command.turn, command.cancel
+        if cancel.is_set():
+            self._send(command.seq, ReplyDone(turn.turn_id, True))
+            return
+        events: Iterator[EngineEvent] | None = None
+        try:
+            events = self._engine.respond(turn, cancel)
+            self._forward(command, events)
+        finally:
+            if events is not None and hasattr(events, "close"):
+                events.close()
+
+    def _forward(self, command: _Respond, events: Iterator[EngineEvent]) -> None:
+        turn_id, cancel, seq = command.turn.turn_id, command.cancel, command.seq
+        while True:
+            started = time.perf_counter()
+            try:
+                event: EngineEvent | None = next(events)
+            except StopIteration:
+                event = None
+            except Exception as exc:
+                log.exception("engine respond() failed for turn %d", turn_id)
+                event = failure_event(turn_id, exc)
+            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
+            if event is None:  # the engine ended without saying so: close the reply for it
+                event = ReplyDone(turn_id, cancelled=cancel.is_set())
+            if cancel.is_set() and not isinstance(event, ReplyDone | ReplyFailed):
+                event = ReplyDone(turn_id, cancelled=True)
+            self._send(seq, event)
+            if isinstance(event, ReplyDone | ReplyFailed):
+                return
+
+    def _swap(self, build: Callable[[], Engine]) -> None:
+        started = time.perf_counter()
+        try:
+            engine = build()
+        except Exception as exc:
+            log.exception("building the engine failed")
+            error = f"{type(exc).__name__}: {exc}"
+            self._send(0, EngineSwapped(self._engine.info, error))
+            return
+        finally:
+            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
+        try:
+            self._engine.close()
+        except Exception:
+            log.exception("closing the previous engine failed")
+        self._engine = engine
+        self._send(0, EngineSwapped(engine.info))

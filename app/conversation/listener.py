@@ -1,0 +1,84 @@
+"""The input chain on the voice-loop thread: capture → echo canceller → 16 kHz → VAD frames.
+
+The 16 kHz stream is kept in a ring (``history``) that is both the UI's microphone waveform and
+the source of turn audio (pre-roll included). Sample ``i`` of that stream is mapped to capture
+time through an anchor refreshed on every pull (so device clock drift does not accumulate):
+the newest 16 kHz sample is as old as the newest captured sample plus the resampler's
+look-ahead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.audio.capture import CaptureBuffer
+from app.audio.echo_canceller import EchoCanceller, PassThroughEchoCanceller
+from app.audio.resample import StreamResampler
+from app.audio.ringbuffer import RingBuffer
+from app.vad.base import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE_HZ, Segmenter, SpeechScorer, VadUpdate
+
+
+class Listener:
+    def __init__(self, scorer: SpeechScorer, segmenter: Segmenter,
+                 echo_canceller: EchoCanceller | None = None, history_s: float = 30.0) -> None:
+        self.scorer = scorer
+        self.segmenter = segmenter
+        self.echo_canceller = echo_canceller or PassThroughEchoCanceller()
+        self.history = RingBuffer(int(history_s * SAMPLE_RATE_HZ), SAMPLE_RATE_HZ)
+        self.capture = CaptureBuffer(SAMPLE_RATE_HZ)
+        self._resampler = StreamResampler(SAMPLE_RATE_HZ, SAMPLE_RATE_HZ)
+        self._anchor_index = 0  # a 16 kHz sample index ...
+        self._anchor_s = 0.0  # ... and its capture time
+        self._frame_start = 0  # 16 kHz index of the next VAD frame
+        self._frame = np.zeros(FRAME_SAMPLES, dtype=np.float32)
+        self.first_sample_s: float | None = None
+
+    def configure_input(self, sample_rate_hz: int) -> CaptureBuffer:
+        """A (new) input device: fresh capture buffer and resampler; the 16 kHz stream goes on."""
+        self.capture = CaptureBuffer(sample_rate_hz)
+        self._resampler = StreamResampler(sample_rate_hz, SAMPLE_RATE_HZ)
+        self.echo_canceller.reset()
+        return self.capture
+
+    def time_at(self, index: int) -> float:
+        """Capture time of 16 kHz sample ``index``."""
+        return self._anchor_s + (index - self._anchor_index) / SAMPLE_RATE_HZ
+
+    def index_at(self, t_s: float) -> int:
+        """16 kHz sample index at capture time ``t_s`` (clamped to what the ring still holds)."""
+        index = self._anchor_index + round((t_s - self._anchor_s) * SAMPLE_RATE_HZ)
+        return min(max(index, self.history.oldest_index), self.history.total_written)
+
+    def audio(self, start_index: int, end_index: int) -> np.ndarray:
+        """16 kHz samples ``[start_index, end_index)`` (what the ring still holds)."""
+        out = np.empty(max(0, end_index - start_index), dtype=np.float32)
+        count = self.history.read_range(start_index, out)
+        return out[:count]
+
+    def process(self) -> list[VadUpdate]:
+        """Pull new capture, extend the 16 kHz stream, and score every completed frame."""
+        raw, end_s = self.capture.pull()
+        if len(raw) == 0:
+            return []
+        start_s = end_s - len(raw) / self.capture.sample_rate_hz
+        if self.first_sample_s is None:
+            self.first_sample_s = start_s
+        clean = self.echo_canceller.process(raw, start_s)
+        pcm = self._resampler.process(clean)
+        self.history.write(pcm)
+        self._anchor_index = self.history.total_written
+        self._anchor_s = end_s - self._resampler.latency_s
+        return self._score_frames()
+
+    def _score_frames(self) -> list[VadUpdate]:
+        updates = []
+        while self.history.total_written - self._frame_start >= FRAME_SAMPLES:
+            if self._frame_start < self.history.oldest_index:  # fell a whole ring behind
+                self._frame_start = self.history.oldest_index
+                continue
+            self.history.read_range(self._frame_start, self._frame)
+            start_s = self.time_at(self._frame_start)
+            probability = self.scorer.score(self._frame)
+            updates.append(self.segmenter.update(probability, start_s, start_s + FRAME_S))
+            self._frame_start += FRAME_SAMPLES
+        return updates

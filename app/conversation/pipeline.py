@@ -1,0 +1,412 @@
+"""The voice loop, wired: mic → capture → [echo canceller] → 16 kHz → VAD → turn controller →
+engine worker → player → speaker, with timestamped events to metrics and subscribers.
+
+Threads: the device callbacks only copy audio and post to the inbox; the voice loop (``pump``,
+on its own thread for real devices, or called by the simulation driver) does everything else;
+the engine worker owns the engine. ``submit`` never blocks; subscribers are called from the
+voice-loop thread (the UI's bridge re-emits them as queued Qt signals). Implements
+:class:`app.events.ConversationPort`.
+
+Hooks the engines rely on: while the user speaks, their 16 kHz audio (pre-roll first) goes to
+``feed_user_audio`` in order, then ``respond`` gets the whole turn; with speculative start a
+reply starts at a short pause but stays silent until the endpoint confirms it (discarded if the
+user goes on); after each reply, ``reply_heard`` gets what really reached the speaker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from app import events as ev
+from app.audio.backend import AudioBackend, DeviceInfo
+from app.audio.echo_canceller import EchoCanceller
+from app.audio.player import PlaybackNotice
+from app.conversation import turns as t
+from app.conversation.audio_io import AudioIO, StreamLost
+from app.conversation.clock import Clock, WallClock
+from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
+from app.conversation.inbox import Inbox
+from app.conversation.listener import Listener
+from app.conversation.metrics import JsonLinesWriter, TurnMetrics
+from app.conversation.replies import ReplyRoutes, Route
+from app.engine.base import (
+    Engine,
+    EngineEvent,
+    EngineInfo,
+    ReplyAudio,
+    ReplyDone,
+    ReplyFailed,
+    ReplyText,
+    StageTimed,
+    UserTurn,
+)
+from app.settings import Settings
+from app.vad.base import Segmenter, SpeechScorer, VadParams
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(self, settings: Settings, engine: Engine, backend: AudioBackend, *,
+                 clock: Clock | None = None, scorer: SpeechScorer | None = None,
+                 echo_canceller: EchoCanceller | None = None, block_ms: float = 10.0,
+                 engine_factory: Callable[[Settings], Engine] | None = None,
+                 metrics_jsonl: Path | None = None) -> None:
+        if scorer is None:
+            from app.vad.silero import SileroScorer
+
+            scorer = SileroScorer()
+        self.settings = settings
+        self.clock = clock or WallClock()
+        self._inbox = Inbox()
+        self._listener = Listener(scorer, Segmenter(VadParams.from_settings(settings.vad)),
+                                  echo_canceller)
+        self._controller = t.TurnController(t.TurnParams.from_settings(settings))
+        self.metrics = TurnMetrics()
+        self._jsonl = JsonLinesWriter(metrics_jsonl) if metrics_jsonl else None
+        self._worker = EngineWorker(engine, self.clock, self._inbox.post_data)
+        self._engine_factory = engine_factory
+        self._io = AudioIO(backend, self._listener, self.clock, self._inbox,
+                           settings.audio.playback_start_ms, block_ms)
+        self._routes = ReplyRoutes(lambda: self._io.player)
+        self._sinks: list[Callable[[ev.PipelineEvent], None]] = []
+        self._seq = 0
+        self._feed_index: int | None = None  # next 16 kHz sample of the user turn to feed
+        self._turn_audio: list[np.ndarray] = []  # what was fed for the current user turn
+        self._speculative_seq: int | None = None
+        self._thread: threading.Thread | None = None
+        self._running = False
+        self._origin_set = False
+        self._stop_lock = threading.Lock()
+        self._stopped = False
+        self._last_finished_turn = 0  # replies end in turn order; later reports are stale
+
+    # ---- ConversationPort ------------------------------------------------------------------
+
+    @property
+    def mic_waveform(self) -> ev.WaveformSource:
+        return self._listener.history
+
+    @property
+    def reply_waveform(self) -> ev.WaveformSource:
+        return self._io.reply_ring
+
+    def submit(self, command: ev.Command) -> None:
+        self._inbox.post_control(command)
+
+    def subscribe(self, sink: Callable[[ev.PipelineEvent], None]) -> None:
+        self._sinks.append(sink)
+
+    # ---- life cycle ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ev.ConversationState:
+        return self._controller.state
+
+    def start(self, threaded: bool = True) -> None:
+        """Open the devices, start the engine worker (and the voice-loop thread)."""
+        now = self.clock.now()
+        for event in (self._io.start_input(self.settings.audio.input_device, now)
+                      + self._io.start_output(self.settings.audio.output_device, now)):
+            self._emit(event)
+        self._worker.start()
+        self._emit(ev.EngineStatusChanged(self._worker.info))
+        self._emit(ev.StateChanged(self._controller.state, 0.0))
+        self._running = True
+        if threaded:
+            self._thread = threading.Thread(target=self._loop, name="voice-loop", daemon=True)
+            self._thread.start()
+
+    def list_devices(self) -> list[DeviceInfo]:
+        """The devices a person can pick (empty when there is no audio system)."""
+        try:
+            return self._io.backend.list_devices()
+        except Exception as exc:  # no PortAudio, driver trouble: nothing to pick
+            log.info("no audio devices: %s", exc)
+            return []
+
+    def stop(self) -> None:
+        """Stop everything and release devices and the engine; safe to call twice.
+
+        ``submit(Shutdown())`` does the same from the voice-loop thread without blocking the
+        caller (the UI's close event).
+        """
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._running = False
+        self._inbox.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5.0)
+        self._io.close()
+        self._worker.cancel_all()
+        self.clock.close()
+        self._worker.stop()
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = None
+
+    @property
+    def underruns(self) -> int:
+        return self._io.player.underruns if self._io.player is not None else 0
+
+    @property
+    def engine_info(self) -> EngineInfo:
+        return self._worker.info
+
+    def is_quiet(self) -> bool:
+        """Nobody has the floor: no user turn, no reply pending or playing."""
+        idle = (ev.ConversationState.LISTENING, ev.ConversationState.IDLE)
+        return (self._controller.state in idle and not self._routes.active()
+                and (self._io.player is None or self._io.player.active_turn_id is None))
+
+    def _loop(self) -> None:
+        while self._running:
+            self._inbox.wait(0.05)
+            try:
+                self.pump()
+                for lost in self._io.stalled():
+                    self._stream_lost(lost, self.clock.now())
+            except Exception as exc:  # the loop must survive anything
+                log.exception("voice loop step failed")
+                self._emit(ev.ErrorReported("internal", f"Voice loop error: {exc}",
+                                            "The app keeps running; see the log for details."))
+
+    # ---- the voice loop --------------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Handle everything posted since the last call (control first, then data)."""
+        control, data, _ = self._inbox.take()
+        for item in control:
+            self._control(item)
+        for item in data:
+            self._worker_event(item)
+        for update in self._listener.process():
+            if not self._origin_set and self._listener.first_sample_s is not None:
+                self.metrics.origin_s = self._listener.first_sample_s
+                self._origin_set = True
+            self._run(self._controller.on_vad(update, self.clock.now()))
+        self._feed_user_audio()
+
+    def _control(self, item: object) -> None:
+        now = self.clock.now()
+        c = self._controller
+        if isinstance(item, PlaybackNotice):
+            self._playback_notice(item)
+        elif isinstance(item, StreamLost):
+            self._stream_lost(item, now)
+        elif isinstance(item, ev.PressToTalk):
+            self._run(c.press(now))
+        elif isinstance(item, ev.ReleaseToTalk):
+            self._run(c.release(now))
+        elif isinstance(item, ev.StopReply):
+            self._run(c.stop_reply(now))
+        elif isinstance(item, ev.SetMuted):
+            self._run(c.set_muted(item.muted, now))
+        elif isinstance(item, ev.SetListenMode):
+            self._run(c.set_mode(item.mode, now))
+        elif isinstance(item, ev.ApplySettings):
+            self._apply_settings(item.settings, now)
+        elif isinstance(item, ev.Shutdown):
+            self.stop()
+
+    def _run(self, actions: list[t.Action]) -> None:
+        for action in actions:
+            handler = self._ACTIONS[type(action)]
+            handler(self, action)
+
+    def _on_state(self, a: t.StateSet) -> None:
+        self._emit(ev.StateChanged(a.state, self._rel(a.t_s)))
+
+    def _on_turn_started(self, a: t.TurnStarted) -> None:
+        self.metrics.started(a.turn_id, a.onset_s)
+        self._feed_index = self._listener.index_at(a.audio_from_s)
+        self._turn_audio = []
+        self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(a.onset_s)))
+
+    def _on_turn_ended(self, a: t.TurnEnded) -> None:
+        self._feed_user_audio()
+        self.metrics.ended(a.turn_id, a.user_end_s, a.endpoint_s)
+        self._emit(ev.UserTurnEnded(a.turn_id, self._rel(a.endpoint_s), a.user_end_s - a.onset_s))
+        spec, self._speculative_seq = self._speculative_seq, None
+        route = self._routes.get(spec) if spec is not None else None
+        if route is not None:
+            for event, ready_s in self._routes.release(route.seq):
+                self._deliver(route, event, ready_s)
+        else:
+            self._respond(UserTurn(a.turn_id, self._joined_turn_audio()), held=False)
+        self._feed_index, self._turn_audio = None, []
+
+    def _on_turn_abandoned(self, a: t.TurnAbandoned) -> None:
+        self.metrics.abandoned(a.turn_id)
+        self._feed_index, self._turn_audio = None, []
+
+    def _on_speculation_started(self, a: t.SpeculationStarted) -> None:
+        self._feed_user_audio()
+        turn = UserTurn(a.turn_id, self._joined_turn_audio(), speculative=True)
+        self._speculative_seq = self._respond(turn, held=True).seq
+
+    def _on_speculation_cancelled(self, a: t.SpeculationCancelled) -> None:
+        if self._speculative_seq is not None:
+            self._routes.discard(self._speculative_seq)
+            self._speculative_seq = None
+
+    def _on_interrupted(self, a: t.ReplyInterrupted) -> None:
+        route = self._routes.for_turn(a.turn_id)
+        if route is not None:
+            route.cancel.set()  # control beats data: the engine sees it at its next step
+        if a.was_audible:
+            self.metrics.interrupted(a.turn_id, a.onset_s, a.detected_s)
+        if self._io.player is not None and self._io.player.active_turn_id == a.turn_id:
+            self._io.player.flush(self.clock.now())
+        else:
+            self._reply_over(a.turn_id, 0, 24000, self.clock.now(), interrupted=True)
+
+    def _on_duck(self, a: t.DuckSet) -> None:
+        if self._io.player is not None:
+            self._io.player.set_ducked(a.ducked)
+
+    def _on_vad_restarted(self, a: t.VadRestarted) -> None:
+        self._listener.segmenter.reset()
+
+    _ACTIONS: ClassVar[dict[type, Callable[[Pipeline, Any], None]]] = {
+        t.StateSet: _on_state, t.TurnStarted: _on_turn_started, t.TurnEnded: _on_turn_ended,
+        t.TurnAbandoned: _on_turn_abandoned, t.SpeculationStarted: _on_speculation_started,
+        t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
+        t.DuckSet: _on_duck, t.VadRestarted: _on_vad_restarted,
+    }
+
+    # ---- user audio → engine ---------------------------------------------------------------
+
+    def _feed_user_audio(self) -> None:
+        if self._feed_index is None or self._controller.user_turn_id is None:
+            return
+        end = self._listener.history.total_written
+        if end <= self._feed_index:
+            return
+        pcm = self._listener.audio(self._feed_index, end)
+        self._feed_index = end
+        if len(pcm):
+            self._turn_audio.append(pcm)
+            self._worker.feed(self._controller.user_turn_id, pcm)
+
+    def _joined_turn_audio(self) -> np.ndarray:
+        if not self._turn_audio:
+            return np.zeros(0, np.float32)
+        return np.concatenate(self._turn_audio)
+
+    def _respond(self, turn: UserTurn, held: bool) -> Route:
+        self._seq += 1
+        cancel = self._worker.respond(turn, self._seq)
+        return self._routes.open(self._seq, turn.turn_id, cancel, held)
+
+    # ---- engine → player -------------------------------------------------------------------
+
+    def _worker_event(self, item: WorkerEvent) -> None:
+        event = item.event
+        if isinstance(event, EngineSwapped):
+            self._emit(ev.EngineStatusChanged(event.info, message=event.error))
+            if event.error:
+                self._emit(ev.ErrorReported("engine", f"Could not switch engine: {event.error}",
+                                            "The previous engine keeps running."))
+            return
+        route = self._routes.get(item.seq)
+        if route is None or route.cancel.is_set():
+            if item.seq == 0 and isinstance(event, ReplyFailed):
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
+            return
+        if route.held:
+            route.pending.append((event, item.ready_s))
+            return
+        self._deliver(route, event, item.ready_s)
+
+    def _deliver(self, route: Route, event: EngineEvent, ready_s: float) -> None:
+        if isinstance(event, ReplyAudio):
+            if route.first_audio_s is None:
+                route.first_audio_s = ready_s
+                self.metrics.engine_audio(route.turn_id, ready_s)
+            self._routes.play(route, event)
+        elif isinstance(event, ReplyText):
+            self._emit(ev.TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
+        elif isinstance(event, StageTimed):
+            self.metrics.stage(route.turn_id, event.stage, event.duration_ms)
+        elif isinstance(event, ReplyDone | ReplyFailed):
+            if isinstance(event, ReplyFailed):
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
+            route.done = True
+            if self._io.player is None:
+                self._reply_over(route.turn_id, 0, 24000, self.clock.now(), interrupted=False)
+            else:
+                self._routes.play(route, event)
+
+    def _playback_notice(self, notice: PlaybackNotice) -> None:
+        if notice.kind == "audible":
+            self.metrics.audible(notice.turn_id, notice.t_s)
+            self._emit(ev.ReplyStarted(notice.turn_id, self._rel(notice.t_s)))
+            self._run(self._controller.reply_audible(notice.turn_id, self.clock.now()))
+            return
+        self._reply_over(notice.turn_id, notice.heard_samples, notice.sample_rate_hz,
+                         notice.t_s, interrupted=notice.kind == "silenced")
+
+    def _reply_over(self, turn_id: int, heard_samples: int, rate_hz: int, t_s: float,
+                    interrupted: bool) -> None:
+        if turn_id <= self._last_finished_turn:
+            return
+        self._last_finished_turn = turn_id
+        route = self._routes.for_turn(turn_id)
+        reply_rate = route.reply_rate_hz if route is not None else 24000
+        heard_ms = heard_samples / rate_hz * 1000
+        self._worker.heard(turn_id, round(heard_samples * reply_rate / rate_hz), reply_rate)
+        record = self.metrics.finished(turn_id, heard_ms, t_s)
+        if record is not None:
+            if self._jsonl is not None:
+                self._jsonl.write(record)
+            self._emit(ev.TurnMeasured(record))
+        self._emit(ev.ReplyFinished(turn_id, interrupted, heard_ms))
+        if route is not None:
+            self._routes.close(route.seq)
+        self._run(self._controller.reply_finished(turn_id, self.clock.now()))
+
+    # ---- devices and settings --------------------------------------------------------------
+
+    def _stream_lost(self, lost: StreamLost, now: float) -> None:
+        for event in self._io.handle_lost(lost, now):
+            self._emit(event)
+
+    def _apply_settings(self, new: Settings, now: float) -> None:
+        old, self.settings = self.settings, new
+        self._listener.segmenter.params = VadParams.from_settings(new.vad)
+        self._run(self._controller.update_params(t.TurnParams.from_settings(new), now))
+        self._io.set_playback_start_ms(new.audio.playback_start_ms)
+        events: list[ev.PipelineEvent] = []
+        if new.audio.input_device != old.audio.input_device:
+            events += self._io.start_input(new.audio.input_device, now)
+        if new.audio.output_device != old.audio.output_device:
+            events += self._io.start_output(new.audio.output_device, now)
+        for event in events:
+            self._emit(event)
+        if new.engine != old.engine and self._engine_factory is not None:
+            factory = self._engine_factory
+            self._emit(ev.EngineStatusChanged(self._worker.info, loading=True,
+                                              message="Switching engine…"))
+            self._worker.swap_engine(lambda: factory(new))
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def _rel(self, t_s: float) -> float:
+        """Clock time → seconds from the first input sample."""
+        return t_s - self.metrics.origin_s
+
+    def _emit(self, event: ev.PipelineEvent) -> None:
+        for sink in self._sinks:
+            try:
+                sink(event)
+            except Exception:
+                log.exception("event subscriber failed on %s", type(event).__name__)

@@ -1,0 +1,161 @@
+"""Run the real pipeline on simulated devices: a WAV in, a WAV out, one clock.
+
+Used by the ``converse`` command, the voice-loop benchmark and the tests. Each step of
+``block_ms``: advance the clock (virtual) or wait for it (``realtime``), deliver due push-to-talk
+presses, deliver the captured block, let the voice loop and the engine worker act on it, then
+render the next output block. The run ends once the input is over and nobody has had the floor
+for ``settle_s`` (or after ``max_tail_s``). See :mod:`app.conversation.clock` for how engine
+compute is charged to the virtual clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.audio.simulated import DeviceFailure, SimulatedBackend, SimulatedMicrophone
+from app.conversation.clock import VirtualClock, WallClock
+from app.conversation.metrics import summarize
+from app.conversation.pipeline import Pipeline
+from app.engine.base import Engine, EngineInfo
+from app.events import (
+    Command,
+    PipelineEvent,
+    PressToTalk,
+    ReleaseToTalk,
+    TurnMeasured,
+    TurnRecord,
+)
+from app.settings import Settings
+from app.vad.base import SpeechScorer
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    block_ms: float = 10.0  # device callback period (input and output)
+    output_rate_hz: int = 48000
+    output_latency_ms: float = 10.0  # output callback → DAC
+    realtime: bool = False  # pace to the wall clock instead of running ahead
+    charge_compute: bool = True  # engine wall time costs virtual time (see clock.py)
+    push_to_talk: tuple[tuple[float, float], ...] = ()  # (press_s, release_s) pairs
+    commands: tuple[tuple[float, Command], ...] = ()  # UI commands submitted at given times
+    failures: tuple[DeviceFailure, ...] = ()
+    input_devices: tuple[str, ...] = ("Simulated microphone",)
+    output_devices: tuple[str, ...] = ("Simulated speaker",)
+    settle_s: float = 0.5
+    max_tail_s: float = 60.0
+    record_output: bool = True
+
+
+@dataclass
+class SimulationResult:
+    records: list[TurnRecord]
+    events: list[PipelineEvent]
+    output: np.ndarray = field(repr=False)  # the speaker recording on the input's timeline
+    output_rate_hz: int
+    input_duration_s: float
+    simulated_s: float
+    wall_s: float
+    underruns: int
+    engine_info: EngineInfo
+    endpoint_silence_ms: float
+    charged_compute_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return summarize(self.records, self.endpoint_silence_ms)
+
+
+def _ptt_commands(pairs: tuple[tuple[float, float], ...]) -> list[tuple[float, Command]]:
+    commands: list[tuple[float, Command]] = []
+    for press_s, release_s in pairs:
+        if release_s <= press_s:
+            raise ValueError(f"push-to-talk {press_s}-{release_s}: release must follow press")
+        commands += [(press_s, PressToTalk()), (release_s, ReleaseToTalk())]
+    return sorted(commands, key=lambda item: item[0])
+
+
+def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicrophone,
+                   options: SimulationOptions | None = None, *,
+                   scorer: SpeechScorer | None = None,
+                   on_event: Callable[[PipelineEvent], None] | None = None,
+                   keep_events: bool = True, metrics_jsonl: Path | None = None
+                   ) -> SimulationResult:
+    """Run one conversation; the engine is closed afterwards."""
+    options = options or SimulationOptions()
+    block_s = options.block_ms / 1000.0
+    clock = (WallClock(device_times_are_monotonic=False) if options.realtime
+             else VirtualClock(options.charge_compute))
+    backend = SimulatedBackend(microphone, options.output_rate_hz, options.output_latency_ms,
+                               options.input_devices, options.output_devices, options.failures,
+                               record_output=options.record_output)
+    pipeline = Pipeline(settings, engine, backend, clock=clock, scorer=scorer,
+                        block_ms=options.block_ms, metrics_jsonl=metrics_jsonl)
+    records: list[TurnRecord] = []
+    events: list[PipelineEvent] = []
+
+    def collect(event: PipelineEvent) -> None:
+        if isinstance(event, TurnMeasured) and keep_events:
+            records.append(event.record)
+        if keep_events:
+            events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    pipeline.subscribe(collect)
+    commands = sorted(_ptt_commands(options.push_to_talk) + list(options.commands),
+                      key=lambda item: item[0])
+    duration_s = microphone.duration_s
+    started = time.perf_counter()
+    pipeline.start(threaded=False)
+    now = 0.0
+    try:
+        now = _drive(pipeline, backend, clock, commands, duration_s, block_s, options)
+    finally:
+        pipeline.stop()
+    wall_s = time.perf_counter() - started
+    return SimulationResult(
+        records=records, events=events, output=backend.room.to_array(now),
+        output_rate_hz=options.output_rate_hz, input_duration_s=duration_s, simulated_s=now,
+        wall_s=wall_s, underruns=pipeline.underruns, engine_info=pipeline.engine_info,
+        endpoint_silence_ms=settings.vad.endpoint_silence_ms,
+        charged_compute_s=getattr(clock, "charged_s", 0.0))
+
+
+def _drive(pipeline: Pipeline, backend: SimulatedBackend, clock: VirtualClock | WallClock,
+           commands: list[tuple[float, Command]], duration_s: float, block_s: float,
+           options: SimulationOptions) -> float:
+    """The step loop; returns the simulated time reached."""
+    virtual = isinstance(clock, VirtualClock)
+    step = 0
+    quiet_since: float | None = None
+    while True:
+        step += 1
+        now = step * block_s
+        if isinstance(clock, VirtualClock):
+            clock.advance_to(now)
+            clock.settle()
+        else:
+            clock.sleep_until(now)
+        while commands and commands[0][0] <= now:
+            pipeline.submit(commands.pop(0)[1])
+        backend.deliver_input(now)
+        pipeline.pump()
+        if virtual:
+            clock.settle()  # type: ignore[union-attr]
+        pipeline.pump()
+        backend.render_output(now, block_s)
+        if now < duration_s or commands:
+            continue
+        if now >= duration_s + options.max_tail_s:
+            return now
+        if pipeline.is_quiet():
+            quiet_since = now if quiet_since is None else quiet_since
+            if now - quiet_since >= options.settle_s:
+                return now
+        else:
+            quiet_since = None

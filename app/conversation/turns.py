@@ -1,0 +1,336 @@
+"""The turn controller: a pure state machine that decides who has the floor.
+
+No Qt, no torch, no threads, no clock of its own: every input carries its time, every decision
+comes back as a list of actions the pipeline carries out. The state shown to the person is
+derived from the facts below (``ConversationState``).
+
+Always-listening: a VAD onset starts a user turn (audio from ``onset - pre_roll``); a pause of
+``speculative_pause_ms`` may start a speculative reply; the VAD endpoint ends the turn.
+Push-to-talk: the turn runs from press to release (pre-roll before the press included); a press
+with no voiced frame at all starts nothing.
+
+Without barge-in (disabled, or echo mode half-duplex) speech during a reply is ignored, and the
+VAD restarts when the reply ends, so only a fresh onset starts the next turn.
+
+Barge-in (when enabled and echo mode is not half-duplex): while a reply is pending or playing,
+a speech candidate ducks the reply; once it has lasted ``barge_in_min_speech_ms`` the reply is
+interrupted (player fade-out and engine cancel, done by the pipeline at once) and the state is
+INTERRUPTED until the VAD confirms the onset, which starts the new turn with its pre-roll. A
+push-to-talk press during a reply is a barge-in too, and so is the Stop button.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from app.events import ConversationState
+from app.settings import ListenMode, Settings
+from app.vad.base import VadState, VadUpdate
+
+State = ConversationState
+
+
+@dataclass(frozen=True)
+class TurnParams:
+    mode: ListenMode = "always_listening"
+    barge_in: bool = True
+    barge_in_min_speech_ms: float = 96.0
+    pre_roll_ms: float = 300.0
+    speculative_start: bool = True
+    speculative_pause_ms: float = 150.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TurnParams:
+        return cls(mode=settings.turn.mode,
+                   barge_in=settings.turn.barge_in and settings.echo.mode != "half_duplex",
+                   barge_in_min_speech_ms=settings.turn.barge_in_min_speech_ms,
+                   pre_roll_ms=settings.vad.pre_roll_ms,
+                   speculative_start=settings.engine.speculative_start,
+                   speculative_pause_ms=settings.engine.speculative_pause_ms)
+
+
+# ---- actions --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateSet:
+    state: ConversationState
+    t_s: float
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """Start sending the user's audio to the engine, from ``audio_from_s``."""
+
+    turn_id: int
+    onset_s: float
+    audio_from_s: float
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The user's turn is over: hand it to the engine (or confirm the speculative reply)."""
+
+    turn_id: int
+    onset_s: float
+    user_end_s: float  # end of the last voiced frame
+    endpoint_s: float  # when the decision was made
+
+
+@dataclass(frozen=True)
+class TurnAbandoned:
+    turn_id: int
+
+
+@dataclass(frozen=True)
+class SpeculationStarted:
+    turn_id: int
+    t_s: float
+
+
+@dataclass(frozen=True)
+class SpeculationCancelled:
+    turn_id: int
+    t_s: float
+
+
+@dataclass(frozen=True)
+class ReplyInterrupted:
+    """Fade the reply out and cancel the engine, now."""
+
+    turn_id: int
+    onset_s: float  # the interrupting speech (or press) began
+    detected_s: float
+    cause: Literal["speech", "push_to_talk", "stop"]
+    was_audible: bool
+
+
+@dataclass(frozen=True)
+class DuckSet:
+    ducked: bool
+
+
+@dataclass(frozen=True)
+class VadRestarted:
+    """Forget the utterance the VAD is in (it was heard while not listening)."""
+
+
+Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
+          | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted)
+
+
+class TurnController:
+    def __init__(self, params: TurnParams | None = None) -> None:
+        self.params = params or TurnParams()
+        self.state = State.IDLE if self.params.mode == "push_to_talk" else State.LISTENING
+        self.muted = False
+        self._next_turn_id = 1
+        self._user_turn: int | None = None
+        self._onset_s = 0.0
+        self._last_voiced_s = 0.0
+        self._paused = False
+        self._speculating = False
+        self._pressed = False
+        self._press_s = 0.0
+        self._reply_turn: int | None = None
+        self._reply_audible = False
+        self._interrupted = False  # barge-in detected, new turn not confirmed yet
+        self._ducked = False
+        self._actions: list[Action] = []
+
+    @property
+    def user_turn_id(self) -> int | None:
+        return self._user_turn
+
+    @property
+    def reply_turn_id(self) -> int | None:
+        return self._reply_turn
+
+    def update_params(self, params: TurnParams, now_s: float) -> list[Action]:
+        if params.mode != self.params.mode:
+            return self.set_mode(params.mode, now_s, params)
+        self.params = params
+        return self._flush(now_s)
+
+    # ---- inputs ----------------------------------------------------------------------------
+
+    def on_vad(self, update: VadUpdate, now_s: float) -> list[Action]:
+        """One VAD frame; ``now_s`` is when it is processed."""
+        if not self.muted:
+            if self.params.mode == "push_to_talk":
+                self._ptt_vad(update)
+            elif self._user_turn is not None:
+                self._turn_vad(update, now_s)
+            else:
+                self._idle_vad(update, now_s)
+        return self._flush(now_s)
+
+    def press(self, now_s: float) -> list[Action]:
+        if self.params.mode == "push_to_talk" and not self.muted and not self._pressed:
+            self._interrupt(now_s, now_s, "push_to_talk")
+            self._pressed, self._press_s = True, now_s
+        return self._flush(now_s)
+
+    def release(self, now_s: float) -> list[Action]:
+        if self._pressed:
+            self._pressed = False
+            if self._user_turn is not None:
+                self._end_turn(max(self._last_voiced_s, self._onset_s), now_s)
+        return self._flush(now_s)
+
+    def stop_reply(self, now_s: float) -> list[Action]:
+        self._interrupt(now_s, now_s, "stop")
+        return self._flush(now_s)
+
+    def set_muted(self, muted: bool, now_s: float) -> list[Action]:
+        if muted and not self.muted:
+            self._abandon_turn(now_s)
+            self._pressed = False
+        self.muted = muted
+        return self._flush(now_s)
+
+    def set_mode(self, mode: ListenMode, now_s: float,
+                 params: TurnParams | None = None) -> list[Action]:
+        if mode != self.params.mode:
+            self._abandon_turn(now_s)
+            self._pressed = False
+        base = params or self.params
+        self.params = TurnParams(mode, base.barge_in, base.barge_in_min_speech_ms,
+                                 base.pre_roll_ms, base.speculative_start,
+                                 base.speculative_pause_ms)
+        return self._flush(now_s)
+
+    def reply_audible(self, turn_id: int, now_s: float) -> list[Action]:
+        if turn_id == self._reply_turn:
+            self._reply_audible = True
+        return self._flush(now_s)
+
+    def reply_finished(self, turn_id: int, now_s: float) -> list[Action]:
+        """The reply played out, failed, or was silenced."""
+        if turn_id == self._reply_turn:
+            self._reply_turn, self._reply_audible = None, False
+            self._set_duck(False)
+            if not self.params.barge_in:
+                # What the VAD heard during the reply was ignored, and may have been the reply
+                # itself (speakers): speech now has to show a fresh onset to start a turn.
+                self._actions.append(VadRestarted())
+        return self._flush(now_s)
+
+    # ---- always-listening ------------------------------------------------------------------
+
+    def _idle_vad(self, update: VadUpdate, now_s: float) -> None:
+        replying = self._reply_turn is not None
+        if update.event == "dropped":
+            self._set_duck(False)
+            self._interrupted = False
+            return
+        if update.onset_s is None or update.state not in (VadState.STARTING, VadState.SPEAKING):
+            return
+        if replying:
+            if not self.params.barge_in:
+                return
+            self._set_duck(self._reply_audible)
+            if update.voiced_ms + 1e-6 >= self.params.barge_in_min_speech_ms:
+                self._interrupt(update.onset_s, now_s, "speech")
+                self._interrupted = True
+        confirmed = update.event == "onset" or (self._interrupted
+                                                and update.state == VadState.SPEAKING)
+        if confirmed and self._reply_turn is None:
+            self._interrupted = False
+            self._start_turn(update.onset_s, update.onset_s - self.params.pre_roll_ms / 1000)
+            self._last_voiced_s = update.last_voiced_s or update.end_s
+
+    def _turn_vad(self, update: VadUpdate, now_s: float) -> None:
+        assert self._user_turn is not None
+        if update.last_voiced_s is not None:
+            self._last_voiced_s = update.last_voiced_s
+        if update.event == "resumed":
+            self._paused = False
+            if self._speculating:
+                self._speculating = False
+                self._actions.append(SpeculationCancelled(self._user_turn, now_s))
+        elif update.event == "paused":
+            self._paused = True
+        if update.event == "endpoint":
+            self._end_turn(self._last_voiced_s, now_s)
+        elif (update.state == VadState.STOPPING and self.params.speculative_start
+              and not self._speculating
+              and update.silence_ms + 1e-6 >= self.params.speculative_pause_ms):
+            self._speculating = True
+            self._actions.append(SpeculationStarted(self._user_turn, now_s))
+
+    # ---- push-to-talk ----------------------------------------------------------------------
+
+    def _ptt_vad(self, update: VadUpdate) -> None:
+        voiced = update.state in (VadState.STARTING, VadState.SPEAKING)
+        if not (self._pressed and voiced):
+            return
+        if self._user_turn is None:
+            audio_from = self._press_s - self.params.pre_roll_ms / 1000
+            # Speech that began just before the press (within the pre-roll) counts from its
+            # start; otherwise the turn's speech starts with this frame.
+            began = update.onset_s
+            onset = began if began is not None and began >= audio_from else update.start_s
+            self._start_turn(onset, audio_from)
+        self._last_voiced_s = update.end_s
+
+    # ---- shared steps ----------------------------------------------------------------------
+
+    def _start_turn(self, onset_s: float, audio_from_s: float) -> None:
+        turn_id = self._next_turn_id
+        self._next_turn_id += 1
+        self._user_turn, self._onset_s, self._last_voiced_s = turn_id, onset_s, onset_s
+        self._paused = self._speculating = False
+        self._actions.append(TurnStarted(turn_id, onset_s, audio_from_s))
+
+    def _end_turn(self, user_end_s: float, endpoint_s: float) -> None:
+        assert self._user_turn is not None
+        self._actions.append(TurnEnded(self._user_turn, self._onset_s, user_end_s, endpoint_s))
+        self._reply_turn, self._reply_audible = self._user_turn, False
+        self._user_turn = None
+        self._paused = self._speculating = False
+
+    def _abandon_turn(self, now_s: float) -> None:
+        if self._user_turn is not None:
+            if self._speculating:
+                self._actions.append(SpeculationCancelled(self._user_turn, now_s))
+            self._actions.append(TurnAbandoned(self._user_turn))
+            self._user_turn = None
+            self._paused = self._speculating = False
+        self._interrupted = False
+
+    def _interrupt(self, onset_s: float, detected_s: float,
+                   cause: Literal["speech", "push_to_talk", "stop"]) -> None:
+        if self._reply_turn is None:
+            return
+        self._actions.append(ReplyInterrupted(self._reply_turn, onset_s, detected_s, cause,
+                                              self._reply_audible))
+        self._reply_turn, self._reply_audible = None, False
+        self._set_duck(False)
+
+    def _set_duck(self, ducked: bool) -> None:
+        if ducked != self._ducked:
+            self._ducked = ducked
+            self._actions.append(DuckSet(ducked))
+
+    def _derive_state(self) -> ConversationState:
+        if self._user_turn is not None:
+            return State.ENDPOINTING if self._paused else State.USER_SPEAKING
+        if self._pressed:
+            return State.USER_SPEAKING
+        if self._interrupted:
+            return State.INTERRUPTED
+        if self._reply_turn is not None:
+            return State.SPEAKING if self._reply_audible else State.RESPONDING
+        if self.muted or self.params.mode == "push_to_talk":
+            return State.IDLE
+        return State.LISTENING
+
+    def _flush(self, now_s: float) -> list[Action]:
+        state = self._derive_state()
+        if state != self.state:
+            self.state = state
+            self._actions.append(StateSet(state, now_s))
+        actions, self._actions = self._actions, []
+        return actions

@@ -1,0 +1,147 @@
+"""Voice activity: a scorer gives each 32 ms frame a speech probability; one hysteresis state
+machine (:class:`Segmenter`) turns probabilities into onsets, pauses and endpoints.
+
+Scorers are swappable (silero ONNX in the app, energy or scripted ones in tests); the timing
+rules live only here:
+- a frame at or above ``threshold`` starts a *candidate* at its start time;
+- frames at or above the lower ``threshold - 0.15`` keep speech going (hysteresis);
+- a candidate becomes an *onset* once it has lasted ``min_speech_ms``; a quiet frame before
+  that drops it (clicks, coughs);
+- after an onset, a quiet frame starts a *pause*; speech at ``threshold`` again resumes it;
+- a pause of ``endpoint_silence_ms`` after the end of the last voiced frame is the *endpoint*.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from app.settings import VadSettings
+
+SAMPLE_RATE_HZ = 16000
+FRAME_SAMPLES = 512  # silero's frame at 16 kHz
+FRAME_S = FRAME_SAMPLES / SAMPLE_RATE_HZ
+HYSTERESIS = 0.15
+
+VadEvent = Literal["candidate", "onset", "dropped", "paused", "resumed", "endpoint"]
+
+
+class SpeechScorer(ABC):
+    """Speech probability of one ``FRAME_SAMPLES`` frame at 16 kHz (frames arrive in order)."""
+
+    @abstractmethod
+    def score(self, frame: np.ndarray) -> float:
+        """``frame``: [512] float32 mono in [-1, 1]; returns a probability in [0, 1]."""
+
+    def reset(self) -> None:  # noqa: B027
+        """Forget the past (stateful scorers)."""
+
+
+class VadState(str, enum.Enum):
+    QUIET = "quiet"
+    STARTING = "starting"  # a candidate, not yet min_speech_ms long
+    SPEAKING = "speaking"
+    STOPPING = "stopping"  # paused after an onset; endpoint pending
+
+
+@dataclass(frozen=True)
+class VadParams:
+    threshold: float = 0.5
+    min_speech_ms: float = 250.0
+    endpoint_silence_ms: float = 500.0
+    pre_roll_ms: float = 300.0
+
+    @classmethod
+    def from_settings(cls, vad: VadSettings) -> VadParams:
+        return cls(vad.threshold, vad.min_speech_ms, vad.endpoint_silence_ms, vad.pre_roll_ms)
+
+    @property
+    def negative_threshold(self) -> float:
+        return max(0.01, self.threshold - HYSTERESIS)
+
+
+@dataclass(frozen=True)
+class VadUpdate:
+    """The segmenter's view after one frame; times in seconds on the input clock."""
+
+    start_s: float
+    end_s: float
+    probability: float
+    state: VadState
+    event: VadEvent | None = None
+    onset_s: float | None = None  # start of the current candidate or utterance
+    last_voiced_s: float | None = None  # end of its last voiced frame
+    voiced_ms: float = 0.0  # onset → last voiced frame
+    silence_ms: float = 0.0  # last voiced frame → end of this frame (while STOPPING)
+
+
+class Segmenter:
+    """The hysteresis state machine; pure, one call per frame."""
+
+    def __init__(self, params: VadParams | None = None) -> None:
+        self.params = params or VadParams()
+        self.state = VadState.QUIET
+        self._onset_s: float | None = None
+        self._last_voiced_s: float | None = None
+
+    def reset(self) -> None:
+        self.state = VadState.QUIET
+        self._onset_s = self._last_voiced_s = None
+
+    def update(self, probability: float, start_s: float, end_s: float) -> VadUpdate:
+        event = self._step(probability, start_s, end_s)
+        onset, last = self._onset_s, self._last_voiced_s
+        voiced_ms = (last - onset) * 1000 if onset is not None and last is not None else 0.0
+        pausing = event == "endpoint" or self.state == VadState.STOPPING
+        silence_ms = (end_s - last) * 1000 if pausing and last is not None else 0.0
+        update = VadUpdate(start_s, end_s, probability, self.state, event, onset, last,
+                           voiced_ms, silence_ms)
+        if self.state == VadState.QUIET:
+            self._onset_s = self._last_voiced_s = None
+        return update
+
+    def _step(self, p: float, start_s: float, end_s: float) -> VadEvent | None:
+        params = self.params
+        voiced = p >= params.negative_threshold
+        if self.state == VadState.QUIET:
+            if p < params.threshold:
+                return None
+            self._onset_s, self._last_voiced_s = start_s, end_s
+            self.state = VadState.STARTING
+            return self._confirm_onset(end_s) or "candidate"
+        if self.state == VadState.STARTING:
+            if not voiced:
+                self.state = VadState.QUIET
+                return "dropped"
+            self._last_voiced_s = end_s
+            return self._confirm_onset(end_s)
+        if self.state == VadState.SPEAKING:
+            if voiced:
+                self._last_voiced_s = end_s
+                return None
+            self.state = VadState.STOPPING
+            return self._endpoint_if_due(end_s) or "paused"
+        # STOPPING
+        if p >= params.threshold:
+            self._last_voiced_s = end_s
+            self.state = VadState.SPEAKING
+            return "resumed"
+        return self._endpoint_if_due(end_s)
+
+    def _confirm_onset(self, end_s: float) -> VadEvent | None:
+        assert self._onset_s is not None
+        if (end_s - self._onset_s) * 1000 + 1e-6 >= self.params.min_speech_ms:
+            self.state = VadState.SPEAKING
+            return "onset"
+        return None
+
+    def _endpoint_if_due(self, end_s: float) -> VadEvent | None:
+        assert self._last_voiced_s is not None
+        if (end_s - self._last_voiced_s) * 1000 + 1e-6 >= self.params.endpoint_silence_ms:
+            self.state = VadState.QUIET
+            return "endpoint"
+        return None

@@ -1,0 +1,150 @@
+"""Real PortAudio streams through a PulseAudio null sink (userspace, no sound card needed).
+
+Skipped when pulseaudio is not installed. The sink's monitor is the microphone, so what the
+output stream plays comes back through the input stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+CLIENT = r"""
+import json, threading, time
+import numpy as np
+from app.audio.sounddevice_backend import SounddeviceBackend
+
+backend = SounddeviceBackend()
+devices = backend.list_devices()
+phase = [0]
+captured, stamps = [], []
+lock = threading.Lock()
+
+def play(out, dac_s):
+    n = len(out)
+    out[:] = 0.3 * np.sin(2 * np.pi * 440 * (phase[0] + np.arange(n)) / 48000)
+    phase[0] += n
+
+def record(block, adc_s):
+    with lock:
+        captured.append(block[:, 0].copy())
+        stamps.append((adc_s, time.monotonic()))
+
+out = backend.open_output(None, 48000, 10, play, lambda: None)
+inp = backend.open_input(None, 48000, 10, record, lambda: None)
+out.start(); inp.start()
+time.sleep(2.0)
+inp.close(); out.close()
+with lock:
+    audio = np.concatenate(captured[len(captured) // 2:])
+spectrum = np.abs(np.fft.rfft(audio * np.hanning(len(audio))))
+peak_hz = float(np.argmax(spectrum) * 48000 / len(audio))
+print(json.dumps({"devices": [d.name for d in devices], "peak_hz": peak_hz,
+                  "level": float(np.max(np.abs(audio))),
+                  "adc_before_callback": all(a <= c for a, c in stamps),
+                  "adc_increasing": all(b[0] > a[0] for a, b in zip(stamps, stamps[1:]))}))
+"""
+
+
+LIVE = r"""
+import json, subprocess, sys, threading
+from app.conversation import create_live_pipeline
+from app.events import ReplyFinished, TurnMeasured, UserSpeechStarted
+from app.settings import Settings
+
+settings = Settings().with_value("turn.barge_in", False)  # the monitor hears the reply too
+pipeline = create_live_pipeline(settings)
+finished, starts, records = threading.Event(), [], []
+
+def sink(event):
+    if isinstance(event, UserSpeechStarted):
+        starts.append(event.turn_id)
+    if isinstance(event, TurnMeasured):
+        records.append(event.record)
+    if isinstance(event, ReplyFinished):
+        finished.set()
+
+pipeline.subscribe(sink)
+pipeline.start()
+wait = threading.Event()
+for _ in range(100):  # PulseAudio's capture takes a moment to deliver its first block
+    if pipeline.mic_waveform.total_written > 0:
+        break
+    wait.wait(0.05)
+subprocess.run(["paplay", "--device=vsink", sys.argv[1]], check=True)
+ok = finished.wait(20)
+wait.wait(1.5)  # the reply's own tail on the monitor must not start a turn
+pipeline.stop()
+r = records[0] if records else None
+print(json.dumps({"finished": ok, "turns_started": starts,
+                  "latency_ms": r.response_latency_ms if r else None,
+                  "heard_ms": r.heard_ms if r else None,
+                  "spoken_s": (r.user_end_s - r.user_onset_s) if r else None}))
+"""
+
+
+def start_null_sink(runtime: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    env = {**os.environ, "HOME": str(runtime), "XDG_RUNTIME_DIR": str(runtime / "run")}
+    (runtime / "run").mkdir(mode=0o700)
+    daemon = subprocess.Popen(
+        ["pulseaudio", "--daemonize=no", "--exit-idle-time=-1", "--disallow-exit", "-n",
+         "--load=module-native-protocol-unix",
+         "--load=module-null-sink sink_name=vsink rate=48000", "--load=module-always-sink"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ready = threading.Event()
+    for _ in range(100):
+        if subprocess.run(["pactl", "info"], env=env, capture_output=True).returncode == 0:
+            return daemon, env
+        ready.wait(0.1)
+    daemon.terminate()
+    pytest.skip("pulseaudio did not start here")
+
+
+needs_pulseaudio = pytest.mark.skipif(
+    shutil.which("pulseaudio") is None or shutil.which("pactl") is None
+    or shutil.which("paplay") is None, reason="pulseaudio is not installed")
+
+
+@pytest.fixture(scope="module")
+def null_sink(tmp_path_factory: pytest.TempPathFactory):
+    daemon, env = start_null_sink(tmp_path_factory.mktemp("pulse"))
+    yield env
+    daemon.terminate()
+    daemon.wait(10)
+
+
+def run_client(code: str, env: dict[str, str], *args: str) -> dict:
+    result = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                            text=True, timeout=90, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.audio
+@pytest.mark.slow
+@needs_pulseaudio
+def test_a_tone_played_to_the_null_sink_comes_back_from_its_monitor(null_sink) -> None:
+    report = run_client(CLIENT, null_sink)
+    assert report["devices"], "PortAudio saw no device through PulseAudio"
+    assert report["level"] > 0.1
+    assert abs(report["peak_hz"] - 440) < 5
+    assert report["adc_before_callback"] and report["adc_increasing"]
+
+
+@pytest.mark.audio
+@pytest.mark.slow
+@needs_pulseaudio
+def test_the_live_pipeline_answers_speech_on_real_streams(null_sink) -> None:
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "audio" / "question.wav"
+    report = run_client(LIVE, null_sink, str(fixture))
+    assert report["finished"] and report["turns_started"] == [1]
+    assert 500 <= report["latency_ms"] <= 900
+    assert report["spoken_s"] == pytest.approx(1.6, abs=0.5)  # the VAD's view, real streams
+    assert report["heard_ms"] > 1000

@@ -1,0 +1,169 @@
+"""The turn controller alone: scripted VAD frames in, actions out, no audio, no threads."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.conversation import turns as t
+from app.events import ConversationState as S
+from app.settings import Settings
+from app.vad.base import FRAME_S, Segmenter, VadParams
+
+SPEECH, QUIET = 0.9, 0.05
+
+
+class Script:
+    """Feeds per-frame probabilities through a real Segmenter into the controller."""
+
+    def __init__(self, **params: object) -> None:
+        self.controller = t.TurnController(t.TurnParams(**params))  # type: ignore[arg-type]
+        self.segmenter = Segmenter(VadParams())
+        self.frame = 0
+        self.log: list[tuple[int, t.Action]] = []
+
+    @property
+    def now(self) -> float:
+        return self.frame * FRAME_S
+
+    def frames(self, probability: float, count: int) -> Script:
+        for _ in range(count):
+            update = self.segmenter.update(probability, self.now, self.now + FRAME_S)
+            self.frame += 1
+            self._keep(self.controller.on_vad(update, self.now))
+        return self
+
+    def call(self, method: str, *args: object) -> Script:
+        self._keep(getattr(self.controller, method)(*args, self.now))
+        return self
+
+    def _keep(self, actions: list[t.Action]) -> None:
+        self.log += [(self.frame, a) for a in actions]
+        if any(isinstance(a, t.VadRestarted) for a in actions):
+            self.segmenter.reset()  # what the pipeline does
+
+    def of(self, kind: type) -> list:
+        return [a for _, a in self.log if isinstance(a, kind)]
+
+    def states(self) -> list[S]:
+        return [a.state for a in self.of(t.StateSet)]
+
+
+def test_params_follow_the_settings() -> None:
+    settings = Settings().with_value("echo.mode", "half_duplex")
+    params = t.TurnParams.from_settings(settings)
+    assert params.barge_in is False and params.pre_roll_ms == 300
+    assert t.TurnParams.from_settings(Settings()).barge_in is True
+
+
+def test_always_listening_turn_with_pre_roll_and_endpoint() -> None:
+    s = Script(speculative_start=False).frames(QUIET, 5).frames(SPEECH, 20).frames(QUIET, 20)
+    started = s.of(t.TurnStarted)[0]
+    assert started.onset_s == pytest.approx(5 * FRAME_S)
+    assert started.audio_from_s == pytest.approx(5 * FRAME_S - 0.3)
+    ended = s.of(t.TurnEnded)[0]
+    assert ended.user_end_s == pytest.approx(25 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(41 * FRAME_S)
+    assert s.states() == [S.USER_SPEAKING, S.ENDPOINTING, S.RESPONDING]
+    s.call("reply_audible", 1).call("reply_finished", 1)
+    assert s.states()[-2:] == [S.SPEAKING, S.LISTENING]
+
+
+def test_speculation_starts_at_a_short_pause_and_is_cancelled_when_speech_resumes() -> None:
+    s = Script(speculative_pause_ms=150).frames(SPEECH, 12).frames(QUIET, 6)
+    assert len(s.of(t.SpeculationStarted)) == 1
+    s.frames(SPEECH, 3)
+    assert len(s.of(t.SpeculationCancelled)) == 1 and not s.of(t.TurnEnded)
+    s.frames(QUIET, 20)
+    assert len(s.of(t.SpeculationStarted)) == 2 and len(s.of(t.TurnEnded)) == 1
+    order = [type(a).__name__ for _, a in s.log if not isinstance(a, t.StateSet)]
+    assert order[-2:] == ["SpeculationStarted", "TurnEnded"]
+
+
+def test_barge_in_ducks_then_interrupts_then_starts_the_new_turn_with_its_onset() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
+    s.call("reply_audible", 1).frames(QUIET, 5)
+    s.frames(SPEECH, 1)
+    assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.ReplyInterrupted)
+    s.frames(SPEECH, 2)  # 3 frames = 96 ms of speech
+    interrupted = s.of(t.ReplyInterrupted)[0]
+    assert interrupted.turn_id == 1 and interrupted.cause == "speech"
+    assert interrupted.was_audible and interrupted.onset_s == pytest.approx(34 * FRAME_S)
+    assert interrupted.detected_s == pytest.approx(37 * FRAME_S)
+    assert s.of(t.DuckSet)[-1] == t.DuckSet(False)
+    assert s.states()[-1] == S.INTERRUPTED
+    s.frames(SPEECH, 5)  # onset confirmed at 250 ms
+    new = s.of(t.TurnStarted)[-1]
+    assert new.turn_id == 2 and new.onset_s == pytest.approx(34 * FRAME_S)
+    assert new.audio_from_s == pytest.approx(34 * FRAME_S - 0.3)
+    assert s.states()[-1] == S.USER_SPEAKING
+    s.call("reply_finished", 1)  # the silenced reply reporting in late changes nothing
+    assert s.states()[-1] == S.USER_SPEAKING
+
+
+def test_a_short_sound_during_a_reply_only_ducks_it() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
+    s.call("reply_audible", 1).frames(SPEECH, 2).frames(QUIET, 3)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
+    assert not s.of(t.ReplyInterrupted) and s.states()[-1] == S.SPEAKING
+
+
+def test_speech_while_the_engine_is_still_thinking_cancels_it_too() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17).frames(SPEECH, 3)
+    interrupted = s.of(t.ReplyInterrupted)[0]
+    assert interrupted.was_audible is False and not s.of(t.DuckSet)
+
+
+def test_without_barge_in_speech_during_the_reply_is_ignored_and_needs_a_fresh_onset() -> None:
+    s = Script(barge_in=False, speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
+    s.call("reply_audible", 1).frames(SPEECH, 15)
+    assert not s.of(t.ReplyInterrupted) and len(s.of(t.TurnStarted)) == 1
+    s.call("reply_finished", 1)
+    assert s.of(t.VadRestarted) and len(s.of(t.TurnStarted)) == 1
+    assert s.states()[-1] == S.LISTENING
+    s.frames(SPEECH, 7)
+    assert len(s.of(t.TurnStarted)) == 1  # 224 ms: not yet an onset of its own
+    s.frames(SPEECH, 1)
+    new = s.of(t.TurnStarted)[-1]
+    assert new.turn_id == 2 and new.onset_s == pytest.approx((12 + 17 + 15) * FRAME_S)
+
+
+def test_push_to_talk_runs_from_press_to_release() -> None:
+    s = Script(mode="push_to_talk").frames(SPEECH, 10)
+    assert not s.of(t.TurnStarted) and s.states() == []  # not pressed: nothing
+    s.frames(QUIET, 10).call("press").frames(QUIET, 3).frames(SPEECH, 10).frames(QUIET, 2)
+    started = s.of(t.TurnStarted)[0]
+    assert started.audio_from_s == pytest.approx(20 * FRAME_S - 0.3)
+    assert started.onset_s == pytest.approx(23 * FRAME_S)
+    s.call("release")
+    ended = s.of(t.TurnEnded)[0]
+    assert ended.user_end_s == pytest.approx(33 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(35 * FRAME_S)
+    assert s.states() == [S.USER_SPEAKING, S.RESPONDING]
+
+
+def test_push_to_talk_without_any_speech_starts_nothing() -> None:
+    s = Script(mode="push_to_talk").call("press").frames(QUIET, 20).call("release")
+    assert not s.of(t.TurnStarted) and not s.of(t.TurnEnded)
+    assert s.states() == [S.USER_SPEAKING, S.IDLE]
+
+
+def test_a_press_during_a_reply_is_a_barge_in() -> None:
+    s = Script(mode="push_to_talk").call("press").frames(SPEECH, 10).call("release")
+    s.call("reply_audible", 1).frames(QUIET, 5).call("press")
+    interrupted = s.of(t.ReplyInterrupted)[0]
+    assert interrupted.cause == "push_to_talk" and interrupted.onset_s == pytest.approx(
+        15 * FRAME_S)
+    assert s.states()[-1] == S.USER_SPEAKING
+
+
+def test_stop_mute_and_mode_changes() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
+    s.call("reply_audible", 1).call("stop_reply")
+    assert s.of(t.ReplyInterrupted)[0].cause == "stop"
+    assert s.states()[-1] == S.LISTENING
+    s.frames(SPEECH, 10).call("set_muted", True)
+    assert s.of(t.TurnAbandoned) == [t.TurnAbandoned(2)] and s.states()[-1] == S.IDLE
+    s.frames(SPEECH, 20)
+    assert len(s.of(t.TurnStarted)) == 2  # muted: speech is ignored
+    s.call("set_muted", False).call("set_mode", "push_to_talk")
+    assert s.controller.params.mode == "push_to_talk" and s.states()[-1] == S.IDLE

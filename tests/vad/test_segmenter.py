@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from voice_helpers import vad_updates
+
+from app.settings import VadSettings
+from app.vad.base import FRAME_S, Segmenter, VadParams, VadState
+from app.vad.energy import EnergyScorer
+
+# default params: threshold 0.5 (hysteresis down to 0.35), 250 ms min speech (8 frames of
+# 32 ms), 500 ms endpoint silence (16 frames)
+
+
+def events(probabilities: list[float], params: VadParams | None = None) -> list[tuple]:
+    return [(round(u.end_s / FRAME_S), u.event) for u in vad_updates(probabilities, params)
+            if u.event]
+
+
+def test_onset_after_min_speech_then_endpoint_after_the_silence() -> None:
+    probs = [0.0] * 3 + [0.9] * 20 + [0.0] * 20
+    assert events(probs) == [(4, "candidate"), (11, "onset"), (24, "paused"), (39, "endpoint")]
+    update = vad_updates(probs)[38]
+    assert update.onset_s == pytest.approx(3 * FRAME_S)
+    assert update.last_voiced_s == pytest.approx(23 * FRAME_S)
+    assert update.silence_ms == pytest.approx(16 * FRAME_S * 1000)
+    assert update.voiced_ms == pytest.approx(20 * FRAME_S * 1000)
+
+
+def test_a_burst_shorter_than_min_speech_is_dropped() -> None:
+    probs = [0.9] * 5 + [0.1] * 30
+    assert events(probs) == [(1, "candidate"), (6, "dropped")]
+
+
+def test_hysteresis_keeps_speech_going_between_the_two_thresholds() -> None:
+    probs = [0.9] * 10 + [0.4] * 30 + [0.0] * 20
+    found = events(probs)
+    assert ("paused" in [e for _, e in found]) and found[2] == (41, "paused")
+
+
+def test_a_pause_shorter_than_the_endpoint_resumes_the_same_utterance() -> None:
+    probs = [0.9] * 10 + [0.0] * 10 + [0.9] * 5 + [0.0] * 20
+    assert [e for _, e in events(probs)] == ["candidate", "onset", "paused", "resumed",
+                                               "paused", "endpoint"]
+    # resuming needs the full threshold, not just the lower one
+    probs = [0.9] * 10 + [0.0] * 10 + [0.45] * 5 + [0.0] * 20
+    assert [e for _, e in events(probs)] == ["candidate", "onset", "paused", "endpoint"]
+
+
+def test_params_come_from_the_settings_and_can_be_tight() -> None:
+    params = VadParams.from_settings(VadSettings(threshold=0.7, min_speech_ms=0,
+                                                 endpoint_silence_ms=100, pre_roll_ms=0))
+    assert params.negative_threshold == pytest.approx(0.55)
+    assert events([0.8, 0.8, 0.0, 0.0, 0.0, 0.0], params) == [
+        (1, "onset"), (3, "paused"), (6, "endpoint")]
+
+
+def test_reset_forgets_an_utterance_in_progress() -> None:
+    segmenter = Segmenter()
+    for i in range(12):
+        segmenter.update(0.9, i * FRAME_S, (i + 1) * FRAME_S)
+    assert segmenter.state == VadState.SPEAKING
+    segmenter.reset()
+    assert segmenter.update(0.0, 1.0, 1.032).state == VadState.QUIET
+
+
+def test_energy_scorer_follows_loudness() -> None:
+    scorer = EnergyScorer(threshold_dbfs=-40)
+    quiet = np.full(512, 10 ** (-60 / 20), np.float32)
+    loud = np.full(512, 10 ** (-20 / 20), np.float32)
+    assert scorer.score(quiet) < 0.01 < 0.99 < scorer.score(loud)
+    assert scorer.score(np.full(512, 10 ** (-40 / 20), np.float32)) == pytest.approx(0.5)
