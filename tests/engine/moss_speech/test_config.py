@@ -47,5 +47,5 @@ def test_contradictions_are_named(change: dict, message: str) -> None:
 def test_from_folder_reads_config_json(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(MossSpeechConfig.tiny().to_dict()))
     assert MossSpeechConfig.from_folder(tmp_path) == MossSpeechConfig.tiny()
-    with pytest.raises(FolderError, match="config.json: missing"):
+    with pytest.raises(FolderError, match=r"config\.json: missing"):
         MossSpeechConfig.from_folder(tmp_path / "nowhere")

@@ -36,7 +36,7 @@ def test_tokenizer_with_wrong_special_id_is_refused(tiny_dir: Path, tmp_path: Pa
                                           r"model expects 151645"):
         load_tokenizer(folder)
     (folder / "tokenizer.json").unlink()
-    with pytest.raises(FolderError, match="tokenizer.json: missing"):
+    with pytest.raises(FolderError, match=r"tokenizer\.json: missing"):
         load_tokenizer(folder)
 
 

@@ -121,7 +121,7 @@ def test_missing_config_and_folder(tmp_path: Path) -> None:
     with pytest.raises(FolderError, match="does not exist"):
         load_model(tmp_path / "nowhere")
     tmp_path.joinpath("m").mkdir()
-    with pytest.raises(FolderError, match="config.json: missing"):
+    with pytest.raises(FolderError, match=r"config\.json: missing"):
         load_model(tmp_path / "m")
 
 
