@@ -185,7 +185,21 @@ def measure_model(model: MossSpeechModel, prompt_rows: int, decode_rows: int, co
 
 def python_overhead(config: MossSpeechConfig, device: torch.device,
                     compile: bool) -> dict[str, Any]:
-    """Decode time per row of the near-zero-FLOP twin with the same number of layers."""
+    """Decode time per row of the near-zero-FLOP twin with the same number of layers.
+
+    Runs on one intra-op thread: the twin's kernels are far too small to parallelise, and
+    spreading them over cores only adds synchronisation to what we want to measure (dispatch).
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _twin_overhead(config, device, compile)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _twin_overhead(config: MossSpeechConfig, device: torch.device,
+                   compile: bool) -> dict[str, Any]:
     twin_config = overhead_config(config)
     twin = random_model(twin_config, device, "fp32" if device.type == "cpu" else "bf16")
     session = GenerationSession(twin, max_rows=400, compile=compile)
