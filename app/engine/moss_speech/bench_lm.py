@@ -14,7 +14,7 @@ from torch import nn
 
 from app.engine.folders import expected_lm_shapes
 from app.engine.moss_speech.config import MossSpeechConfig
-from app.engine.moss_speech.generate import GenerationSession
+from app.engine.moss_speech.generate import GenerationSession, RowSampler
 from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.quantize import weight_bytes
 from app.engine.moss_speech.sampling import Sampling
@@ -206,4 +206,22 @@ def _twin_overhead(config: MossSpeechConfig, device: torch.device,
     prompt = audio_prompt(twin_config, 32)
     row_ms, _ = decode_ms_per_row(session, prompt, rows=200, warmup_rows=8)
     return {"overhead_layers": twin_config.kv_layers, "overhead_compile": compile,
-            "python_overhead_ms_per_row": round(row_ms, 3)}
+            "python_overhead_ms_per_row": round(row_ms, 3),
+            "sampler_ms_per_row": round(sampler_ms_per_row(twin_config, device), 3)}
+
+
+def sampler_ms_per_row(config: MossSpeechConfig, device: torch.device, rows: int = 300) -> float:
+    """Host time of FSM + both channel samplers per row (what stays on the host per row even
+    when the forward is one CUDA-graph replay). Text mode, so both channels are sampled."""
+    history = torch.tensor([(7, config.audio_pad_token_id)] * 4)
+    sampler = RowSampler(config, Sampling(max_new_rows=10 * rows, min_new_rows=10 * rows),
+                         history, seed=0, device=device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    text = torch.randn(rows, config.vocab_size, generator=generator, device=device)
+    audio = torch.randn(rows, config.audio_vocab_size, generator=generator, device=device)
+    _sync(device)
+    start = time.perf_counter()
+    for i in range(rows):
+        sampler.sample(text[i], audio[i])
+    _sync(device)
+    return (time.perf_counter() - start) * 1000 / rows
