@@ -23,6 +23,7 @@ from app.engine.moss_speech.weights import load_model, random_model
 BYTES_PER_WEIGHT = {"bf16": 2.0, "fp32": 4.0, "int8": 1.0, "int4": 0.5}
 WORKING_MARGIN_BYTES = 2 * 2**30  # activations, allocator slack, the unit being converted
 GiB = 2**30
+CPU_RAM_SHARE = 0.75  # the most of the machine's RAM a CPU benchmark may plan to use
 
 
 def size_config(size: str) -> MossSpeechConfig:
@@ -58,15 +59,16 @@ def memory_refusal(size: str, precision: str, device: torch.device, rows: int,
     need = estimate_bytes(MossSpeechConfig.full(), precision, rows)
     if available is None and device.type == "cuda":
         available = torch.cuda.mem_get_info(device)[0]
-    elif available is None:
+    elif available is None:  # leave a quarter of RAM to the OS and everything else running
         import psutil
 
-        available = psutil.virtual_memory().available
+        memory = psutil.virtual_memory()
+        available = min(memory.available, int(CPU_RAM_SHARE * memory.total))
     if need <= available:
         return None
     return (f"the full model in {precision} needs about {need / GiB:.1f} GiB on {device} "
             f"(weights + KV + {WORKING_MARGIN_BYTES / GiB:.0f} GiB working memory) but "
-            f"{available / GiB:.1f} GiB is available; use a GPU or a smaller --precision")
+            f"{available / GiB:.1f} GiB is available to it; use a GPU or a smaller --precision")
 
 
 def audio_prompt(config: MossSpeechConfig, rows: int) -> torch.Tensor:

@@ -118,6 +118,10 @@ class GenerationSession:
         self._logits: Logits | None = None  # logits after the last prefilled row
         self._position = torch.zeros(1, dtype=torch.int64, device=model.device)
         self._compiled = _compile_decode(model) if compile else None
+        if compile:
+            # Fixed addresses let CUDA graphs write the caches in place instead of copying them.
+            for tensor in [*self.caches.tensors(), self._position]:
+                torch._dynamo.mark_static_address(tensor)
 
     @property
     def max_rows(self) -> int:

@@ -41,6 +41,10 @@ class KVCaches:
         self.cos, self.sin = rope_tables(self.positions, config.head_dim, config.rope_theta,
                                          dtype)  # [S_max, D] each
 
+    def tensors(self) -> list[Tensor]:
+        """Every preallocated tensor (caches, positions, RoPE tables)."""
+        return [*self._k.values(), *self._v.values(), self.positions, self.cos, self.sin]
+
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self._k.values(), *self._v.values()))

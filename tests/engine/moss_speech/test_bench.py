@@ -29,6 +29,6 @@ def test_full_size_memory_estimate_and_clean_refusal() -> None:
     cpu = torch.device("cpu")
     refusal = memory_refusal("full", "bf16", cpu, 400, available=18 * 2**30)
     assert refusal is not None and "needs about 19.0 GiB" in refusal
-    assert "18.0 GiB is available" in refusal
+    assert "18.0 GiB is available to it" in refusal
     assert memory_refusal("full", "int8", cpu, 400, available=20 * 2**30) is None
     assert memory_refusal("tiny", "bf16", cpu, 400, available=0) is None
