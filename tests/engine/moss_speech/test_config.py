@@ -49,3 +49,13 @@ def test_from_folder_reads_config_json(tmp_path: Path) -> None:
     assert MossSpeechConfig.from_folder(tmp_path) == MossSpeechConfig.tiny()
     with pytest.raises(FolderError, match=r"config\.json: missing"):
         MossSpeechConfig.from_folder(tmp_path / "nowhere")
+
+
+def test_package_import_is_lazy() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, app.engine.moss_speech as m; assert 'torch' not in sys.modules; "
+            "m.build_prompt; assert 'torch' in sys.modules; print(sorted(m.__all__)[:2])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
