@@ -230,6 +230,13 @@ def _common_prefix(a: Sequence[Row], b: Sequence[Row]) -> int:
 
 
 def _compile_decode(model: MossSpeechModel):
-    """torch.compile the static-shape decode step; CUDA graphs on CUDA ("reduce-overhead")."""
-    mode = "reduce-overhead" if model.device.type == "cuda" else "default"
-    return torch.compile(model.decode_static, mode=mode, fullgraph=True, dynamic=False)
+    """torch.compile the static-shape decode step.
+
+    CUDA: "reduce-overhead" replays the whole step as one CUDA graph. CPU: inductor with its C++
+    wrapper, which calls the generated kernels without a Python call per kernel.
+    """
+    if model.device.type == "cuda":
+        return torch.compile(model.decode_static, mode="reduce-overhead", fullgraph=True,
+                             dynamic=False)
+    return torch.compile(model.decode_static, fullgraph=True, dynamic=False,
+                         options={"cpp_wrapper": True})
