@@ -25,7 +25,7 @@ def test_full_size_memory_estimate_and_clean_refusal() -> None:
     full = MossSpeechConfig.full()
     bf16, int8 = estimate_bytes(full, "bf16", 400), estimate_bytes(full, "int8", 400)
     assert 18.0e9 < bf16 - 2 * 2**30 < 18.6e9  # ~18.2 GB of bf16 weights (contract §1.1)
-    assert int8 < 0.62 * bf16
+    assert int8 < 0.8 * bf16
     cpu = torch.device("cpu")
     refusal = memory_refusal("full", "bf16", cpu, 400, available=18 * 2**30)
     assert refusal is not None and "needs about 19.0 GiB" in refusal
