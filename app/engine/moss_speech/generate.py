@@ -232,11 +232,8 @@ def _common_prefix(a: Sequence[Row], b: Sequence[Row]) -> int:
 def _compile_decode(model: MossSpeechModel):
     """torch.compile the static-shape decode step.
 
-    CUDA: "reduce-overhead" replays the whole step as one CUDA graph. CPU: inductor with its C++
-    wrapper, which calls the generated kernels without a Python call per kernel.
+    CUDA: "reduce-overhead" replays the whole step as one CUDA graph. CPU: plain inductor (its
+    C++ wrapper was not faster for 40 layers here and compiled 4x longer; BENCHMARKS.md).
     """
-    if model.device.type == "cuda":
-        return torch.compile(model.decode_static, mode="reduce-overhead", fullgraph=True,
-                             dynamic=False)
-    return torch.compile(model.decode_static, fullgraph=True, dynamic=False,
-                         options={"cpp_wrapper": True})
+    mode = "reduce-overhead" if model.device.type == "cuda" else "default"
+    return torch.compile(model.decode_static, mode=mode, fullgraph=True, dynamic=False)
