@@ -15,6 +15,16 @@ from app.engine.moss_speech.tokenizer import MossTokenizer, load_tokenizer
 from app.engine.moss_speech.weights import load_model
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """The tiny model's kernels are too small to split; on a shared 2-core machine a second
+    OpenMP thread only adds spin-waiting (measured 4x slower under load)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "model", seed=0)
