@@ -9,6 +9,7 @@ import importlib
 BENCHES: dict[str, str] = {
     "ui-frames": "app.ui.bench_frames",
     "voice-loop": "app.cli.bench_voice_loop",
+    "engine": "app.cli.bench_engine",
 }
 
 

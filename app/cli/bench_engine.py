@@ -1,0 +1,74 @@
+"""AR model speed: prefill of a 300-row prompt, decode rows/s, Python overhead per row, memory.
+
+``--random-weights`` builds the model on the device without a checkpoint: ``--size tiny`` is the
+test model, ``--size full`` has the published shapes (9.1 B parameters) and also prints the
+ratio of the measured row time to the memory-bandwidth floor (weight bytes read per row ÷
+measured device bandwidth). The Python overhead per row is the decode time of a model with the
+same layer count but near-zero FLOPs (hidden 32, small vocabularies): what is left is dispatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from typing import Any
+
+SIZES = ("tiny", "full")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--random-weights", action="store_true",
+                        help="build random weights on the device (no checkpoint needed)")
+    parser.add_argument("--model-dir", help="load this checkpoint folder instead")
+    parser.add_argument("--size", choices=SIZES, default="tiny")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--precision", choices=("bf16", "fp32", "int8", "int4"), default="bf16")
+    parser.add_argument("--prompt-rows", type=int, default=300)
+    parser.add_argument("--decode-rows", type=int, default=64)
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the decode step (CUDA graphs on CUDA)")
+    parser.add_argument("--overhead-only", action="store_true",
+                        help="only the Python overhead per row (no large model is built)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from app.engine.moss_speech import bench_lm
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.overhead_only:
+        result = bench_lm.python_overhead(bench_lm.size_config(args.size),
+                                          torch.device(args.device), args.compile)
+        return _print(result, args)
+    if not args.random_weights and not args.model_dir:
+        print("bench engine: pass --random-weights or --model-dir PATH")
+        return 2
+    refusal = bench_lm.memory_refusal(args.size, args.precision, torch.device(args.device),
+                                      args.prompt_rows + args.decode_rows)
+    if args.random_weights and refusal:
+        print(f"bench engine: refused: {refusal}")
+        return 3
+    result: dict[str, Any] = bench_lm.run_bench(
+        size=args.size, device=args.device, precision=args.precision, model_dir=args.model_dir,
+        prompt_rows=args.prompt_rows, decode_rows=args.decode_rows, compile=args.compile)
+    return _print(result, args)
+
+
+def _print(result: dict[str, Any], args: argparse.Namespace) -> int:
+    import torch
+
+    result["threads"] = torch.get_num_threads()
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["date"] = time.strftime("%Y-%m-%d")
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>28}: {value}")
+    return 0

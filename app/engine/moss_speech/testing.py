@@ -1,0 +1,106 @@
+"""Tiny random checkpoints in the real folder layout (contract §7), for tests, benchmarks and the
+self-test: ``config.json``, safetensors (one file, or shards plus ``model.safetensors.index.json``)
+with the real key names, and a byte-level ``tokenizer.json`` whose special tokens carry the real
+ids. The vocab sizes are the real ones, so every special id is valid and the same code paths run
+as on the published checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from app.engine.folders import expected_lm_shapes
+from app.engine.moss_speech.config import MossSpeechConfig
+
+TINY_SPECIAL_TOKENS = {  # id → (string, special); 151667 is <think> in Qwen3 and not special
+    151643: ("<|endoftext|>", True),
+    151644: ("<|im_start|>", True),
+    151645: ("<|im_end|>", True),
+    151646: ("<|object_ref_start|>", True),
+    151667: ("<think>", False),
+    # Real ids unknown (contract §8.4); these two only exercise the decode replacements.
+    151670: ("<|empty|>", False),
+    151671: ("<|end_empty|>", False),
+}
+
+
+def write_tiny_checkpoint(folder: Path | str, seed: int = 0, shards: int = 1,
+                          config: MossSpeechConfig | None = None,
+                          dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Write a random-weight model folder and return its path (the tiny config by default)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = config or MossSpeechConfig.tiny()
+    (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    (folder / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json(), ensure_ascii=False))
+    tensors = random_tensors(config, seed, dtype)
+    names = sorted(tensors)
+    if shards <= 1:
+        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        return folder
+    weight_map: dict[str, str] = {}
+    per_shard = math.ceil(len(names) / shards)
+    for i in range(shards):
+        file = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {k: tensors[k] for k in names[i * per_shard:(i + 1) * per_shard]}
+        save_file(part, str(folder / file), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(part, file))
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    return folder
+
+
+def random_tensors(config: MossSpeechConfig, seed: int,
+                   dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Every checkpoint key with a random value scaled so activations stay O(1)."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for name, shape in sorted(expected_lm_shapes(config.to_dict()).items()):
+        if len(shape) == 1:  # norm weights around 1
+            value = 1.0 + 0.1 * torch.randn(shape, generator=generator)
+        elif "embed" in name:
+            value = torch.randn(shape, generator=generator)
+        else:  # Linear [out, in]: heads a little sharper so sampling is not uniform
+            gain = 4.0 if "lm_head" in name else 1.0
+            value = torch.randn(shape, generator=generator) * (gain / math.sqrt(shape[1]))
+        tensors[name] = value.to(dtype).contiguous()
+    return tensors
+
+
+def tiny_tokenizer_json() -> dict:
+    """A byte-level BPE tokenizer (256 byte tokens, no merges) plus the special tokens.
+
+    `tokenizers` keeps an added token's id only when the model vocab holds it, so the special
+    tokens are in the vocab too, at their real ids.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    byte_to_char = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):  # GPT-2 byte-to-unicode map
+        if b not in byte_to_char:
+            byte_to_char[b] = chr(256 + extra)
+            extra += 1
+    vocab = {char: byte for byte, char in byte_to_char.items()}
+    added = []
+    for token_id, (content, special) in TINY_SPECIAL_TOKENS.items():
+        vocab[content] = token_id
+        added.append({"id": token_id, "content": content, "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": special})
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": True}
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "NFC"}, "pre_tokenizer": byte_level, "post_processor": None,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": []},
+    }
