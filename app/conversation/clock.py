@@ -86,6 +86,10 @@ class WallClock(Clock):
     def from_device_time(self, device_time_s: float) -> float:
         return device_time_s - self._origin if self._convert else device_time_s
 
+    def restart(self) -> None:
+        """Make now() start from zero again (a paced run starts after its setup is done)."""
+        self._origin = time.monotonic()
+
     def sleep_until(self, t_s: float) -> None:
         """Pace a simulated run to real time."""
         delay = t_s - self.now()

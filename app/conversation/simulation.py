@@ -110,8 +110,10 @@ def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicr
     commands = sorted(_ptt_commands(options.push_to_talk) + list(options.commands),
                       key=lambda item: item[0])
     duration_s = microphone.duration_s
-    started = time.perf_counter()
     pipeline.start(threaded=False)
+    if isinstance(clock, WallClock):
+        clock.restart()  # setup time must not eat into the paced timeline
+    started = time.perf_counter()
     now = 0.0
     try:
         now = _drive(pipeline, backend, clock, commands, duration_s, block_s, options)
