@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decode-rows", type=int, default=64)
     parser.add_argument("--compile", action="store_true",
                         help="torch.compile the decode step (CUDA graphs on CUDA)")
+    parser.add_argument("--cpp-wrapper", action="store_true",
+                        help="with --compile on CPU: inductor's C++ wrapper (no Python between "
+                        "kernels; compiling takes minutes)")
     parser.add_argument("--overhead-only", action="store_true",
                         help="only the Python overhead per row (no large model is built)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
@@ -42,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.cpp_wrapper:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpp_wrapper = True
     if args.overhead_only:
         result = bench_lm.python_overhead(bench_lm.size_config(args.size),
                                           torch.device(args.device), args.compile)
