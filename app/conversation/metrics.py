@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.events import BargeInRecord, TurnRecord
+from app.events import BargeInRecord, TurnMeasured, TurnRecord
 
 
 @dataclass
@@ -154,6 +154,11 @@ class JsonLinesWriter:
     def write(self, record: TurnRecord) -> None:
         self._file.write(json.dumps(record_to_dict(record)) + "\n")
         self._file.flush()
+
+    def on_event(self, event: object) -> None:
+        """A pipeline subscriber: writes every TurnMeasured record."""
+        if isinstance(event, TurnMeasured) and not self._file.closed:
+            self.write(event.record)
 
     def close(self) -> None:
         self._file.close()

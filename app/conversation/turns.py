@@ -131,7 +131,8 @@ class TurnController:
     def __init__(self, params: TurnParams | None = None) -> None:
         self.params = params or TurnParams()
         self.state = State.IDLE if self.params.mode == "push_to_talk" else State.LISTENING
-        self.muted = False
+        self.muted = False  # by the person or the app
+        self._user_muted = self._paused_by_app = False
         self._next_turn_id = 1
         self._user_turn: int | None = None
         self._onset_s = 0.0
@@ -192,6 +193,20 @@ class TurnController:
         return self._flush(now_s)
 
     def set_muted(self, muted: bool, now_s: float) -> list[Action]:
+        """The person's mute switch."""
+        self._user_muted = muted
+        return self._update_muted(now_s)
+
+    def set_paused(self, paused: bool, now_s: float) -> list[Action]:
+        """The app stops listening for a while (e.g. to record a voice prompt); afterwards the
+        VAD restarts, as what it heard meanwhile was not meant as a turn."""
+        self._paused_by_app = paused
+        if not paused:
+            self._actions.append(VadRestarted())
+        return self._update_muted(now_s)
+
+    def _update_muted(self, now_s: float) -> list[Action]:
+        muted = self._user_muted or self._paused_by_app
         if muted and not self.muted:
             self._abandon_turn(now_s)
             self._pressed = False

@@ -198,3 +198,17 @@ def test_the_turn_cap_is_a_validated_setting() -> None:
     for bad in (0, 4.9, 601):
         with pytest.raises(ValueError, match="max_user_turn_s"):
             Settings().with_value("turn.max_user_turn_s", bad)
+
+
+def test_a_pause_by_the_app_keeps_the_persons_mute_switch() -> None:
+    s = Script(speculative_start=False).call("set_muted", True).call("set_paused", True)
+    s.call("set_paused", False).frames(SPEECH, 20)
+    assert not s.of(t.TurnStarted) and s.states()[-1] == S.IDLE  # still muted by the person
+    s.call("set_muted", False).call("set_paused", True).frames(SPEECH, 20)
+    assert not s.of(t.TurnStarted)
+    s.call("set_paused", False)
+    assert s.states()[-1] == S.LISTENING and s.of(t.VadRestarted)
+    s.frames(SPEECH, 7)
+    assert not s.of(t.TurnStarted)  # the speech heard while paused needs a fresh onset
+    s.frames(SPEECH, 2)
+    assert len(s.of(t.TurnStarted)) == 1
