@@ -41,6 +41,28 @@ STALL_LIMIT_S = 2.0  # a started stream whose callbacks stopped this long ago co
 REPLY_WAVEFORM_S = 10.0
 
 
+class ReplyWaveform:
+    """What the speaker played recently, for the UI's reply waveform: one object for the whole
+    session (the UI keeps it), whatever output device, and sample rate, is open."""
+
+    def __init__(self, sample_rate_hz: int = 24000) -> None:
+        self._ring = RingBuffer(int(sample_rate_hz * REPLY_WAVEFORM_S), sample_rate_hz)
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self._ring.sample_rate_hz
+
+    def use_rate(self, sample_rate_hz: int) -> None:
+        if sample_rate_hz != self._ring.sample_rate_hz:
+            self._ring = RingBuffer(int(sample_rate_hz * REPLY_WAVEFORM_S), sample_rate_hz)
+
+    def write(self, pcm: np.ndarray) -> None:
+        self._ring.write(pcm)
+
+    def read_latest(self, out: np.ndarray) -> int:
+        return self._ring.read_latest(out)
+
+
 @dataclass(frozen=True)
 class StreamLost:
     """Posted (from any thread) when a stream's device vanished."""
@@ -61,7 +83,7 @@ class AudioIO:
         self.input: StreamHandle | None = None
         self.output: StreamHandle | None = None
         self.player: Player | None = None
-        self.reply_ring = RingBuffer(int(24000 * REPLY_WAVEFORM_S), 24000)
+        self.reply_waveform = ReplyWaveform()
         # Replaced whole (never mutated) so the device threads always see a consistent tuple.
         self._input_taps: tuple[InputTap, ...] = ()
         self._output_mixers: tuple[OutputMixer, ...] = ()
@@ -128,7 +150,7 @@ class AudioIO:
             if self.player is not None:
                 self.player.drop(now_s)
             self.player = Player(rate, self._playback_start_ms, self._inbox.post_control)
-            self.reply_ring = RingBuffer(int(rate * REPLY_WAVEFORM_S), rate)
+            self.reply_waveform.use_rate(rate)
         handle.start()
 
     # ---- device callbacks (device threads: copy and post only) ------------------------------
@@ -148,8 +170,8 @@ class AudioIO:
         else:
             out.fill(0.0)
         for mixer in self._output_mixers:
-            mixer(out, dac, self.reply_ring.sample_rate_hz)
-        self.reply_ring.write(out)
+            mixer(out, dac, self.reply_waveform.sample_rate_hz)
+        self.reply_waveform.write(out)
         self._listener.echo_canceller.observe_playback(out, dac)
 
     # ---- streams ---------------------------------------------------------------------------

@@ -21,9 +21,9 @@ from app.vad.base import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE_HZ, Segmenter, Spee
 
 
 class Listener:
-    def __init__(self, scorer: SpeechScorer, segmenter: Segmenter,
+    def __init__(self, scorer: SpeechScorer | None, segmenter: Segmenter,
                  echo_canceller: EchoCanceller | None = None, history_s: float = 30.0) -> None:
-        self.scorer = scorer
+        self.scorer = scorer  # set before audio flows (the pipeline loads silero at start)
         self.segmenter = segmenter
         self.echo_canceller = echo_canceller or PassThroughEchoCanceller()
         self.history = RingBuffer(int(history_s * SAMPLE_RATE_HZ), SAMPLE_RATE_HZ)
@@ -80,6 +80,7 @@ class Listener:
                 continue
             self.history.read_range(self._frame_start, self._frame)
             start_s = self.time_at(self._frame_start)
+            assert self.scorer is not None, "the VAD model is loaded when the pipeline starts"
             probability = self.scorer.score(self._frame)
             updates.append(self.segmenter.update(probability, start_s, start_s + FRAME_S))
             self._frame_start += FRAME_SAMPLES

@@ -64,10 +64,6 @@ class Pipeline:
                  echo_canceller: EchoCanceller | None = None, block_ms: float = 10.0,
                  engine_factory: Callable[[Settings], Engine] | None = None,
                  load_engine: bool = False, metrics_jsonl: Path | None = None) -> None:
-        if scorer is None:
-            from app.vad.silero import SileroScorer
-
-            scorer = SileroScorer()
         self.settings = settings
         self.clock = clock or WallClock()
         self._inbox = Inbox()
@@ -115,7 +111,7 @@ class Pipeline:
 
     @property
     def reply_waveform(self) -> ev.WaveformSource:
-        return self._io.reply_ring
+        return self._io.reply_waveform
 
     def submit(self, command: ev.Command) -> None:
         self._inbox.post_control(command)
@@ -134,7 +130,12 @@ class Pipeline:
         return self._controller.state
 
     def start(self, threaded: bool = True) -> None:
-        """Open the devices, start the engine worker (and the voice-loop thread)."""
+        """Load the VAD model (unless one was given), open the devices, start the engine
+        worker (and the voice-loop thread). May take a while: the UI calls it off its thread."""
+        if self._listener.scorer is None:
+            from app.vad.silero import SileroScorer
+
+            self._listener.scorer = SileroScorer()
         now = self.clock.now()
         events = (self._io.start_input(self.settings.audio.input_device, now)
                   + self._io.start_output(self.settings.audio.output_device, now))
@@ -186,9 +187,10 @@ class Pipeline:
         return self._worker.info
 
     def is_quiet(self) -> bool:
-        """Nobody has the floor: no user turn, no reply pending or playing."""
+        """Nobody has the floor (no user turn, no reply pending or playing), no device test."""
         idle = (ev.ConversationState.LISTENING, ev.ConversationState.IDLE)
         return (self._controller.state in idle and not self._routes.active()
+                and not self.tools.active
                 and (self._io.player is None or self._io.player.active_turn_id is None))
 
     def _loop(self) -> None:

@@ -54,6 +54,7 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
             finished.set()
 
     port.subscribe(sink)
+    reply_waveform = port.reply_waveform  # the UI takes it before the devices are open
     pipeline.start(threaded=True)
     # This thread plays the part of the device callbacks. It lets the voice loop catch up
     # before each next block, so nothing depends on how fast either thread runs.
@@ -67,9 +68,9 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
     port.submit(StopReply())  # never blocks, also with nothing to stop
     mic = np.zeros(5 * 16000, np.float32)
     assert port.mic_waveform.read_latest(mic) > 16000 and np.any(mic)
-    reply = np.zeros(4800, np.float32)
-    assert port.reply_waveform.sample_rate_hz == 48000
-    assert port.reply_waveform.read_latest(reply) == 4800
+    reply = np.zeros(48000, np.float32)
+    assert port.reply_waveform is reply_waveform and reply_waveform.sample_rate_hz == 48000
+    assert reply_waveform.read_latest(reply) == 48000 and np.max(np.abs(reply)) > 0.05
     port.submit(Shutdown())
     pipeline.stop()
     names = {name for name, event in received if not isinstance(event, EngineStatusChanged)}
