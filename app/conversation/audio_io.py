@@ -31,6 +31,7 @@ from app.conversation.clock import Clock
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener
 from app.events import DeviceLost, ErrorReported, PipelineEvent
+from app.settings import AudioSettings
 
 log = logging.getLogger(__name__)
 # tap(block [frames, channels] float32, sample_rate_hz): sees every captured block (device thread)
@@ -89,6 +90,12 @@ class AudioIO:
         self._output_mixers: tuple[OutputMixer, ...] = ()
 
     # ---- the voice loop's side -------------------------------------------------------------
+
+    def start(self, audio: AudioSettings, now_s: float) -> list[PipelineEvent]:
+        """Open the microphone and the speaker the settings name (or the defaults)."""
+        events = (self.start_input(audio.input_device, now_s)
+                  + self.start_output(audio.output_device, now_s))
+        return [e for i, e in enumerate(events) if e not in events[:i]]  # "no audio" once
 
     def start_input(self, name: str | None, now_s: float) -> list[PipelineEvent]:
         self.close_direction("input")

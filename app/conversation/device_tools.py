@@ -35,8 +35,8 @@ PauseListening = Callable[[bool], None]
 
 
 class DeviceTools:
-    def __init__(self, io: AudioIO, clock: Clock, emit: Emit, pause_listening: PauseListening,
-                 stop_reply: Callable[[], None], block_ms: float = 10.0) -> None:
+    def __init__(self, io: AudioIO, clock: Clock, emit: Emit, block_ms: float, *,
+                 stop_reply: Callable[[], None], pause_listening: PauseListening) -> None:
         self._io = io
         self._clock = clock
         self._emit = emit

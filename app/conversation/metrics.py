@@ -18,6 +18,7 @@ Definitions (DESIGN.md "Latency"); all ``_s`` values are seconds from the first 
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from collections import deque
 from collections.abc import Iterable
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from app.events import BargeInRecord, TurnMeasured, TurnRecord
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,6 +85,10 @@ class TurnMetrics:
             return None
         record = self._record(turn_id, pending, heard_ms, silent_s)
         self.records.append(record)
+        log.info("turn %d measured: response latency %s ms, heard %.0f ms%s", turn_id,
+                 "–" if record.response_latency_ms is None else f"{record.response_latency_ms:.0f}",
+                 heard_ms, "" if record.barge_in is None else
+                 f", barge-in stop {record.barge_in.stop_latency_ms:.0f} ms")
         return record
 
     def _record(self, turn_id: int, p: _Pending, heard_ms: float, silent_s: float) -> TurnRecord:

@@ -83,16 +83,12 @@ class Pipeline:
         self._seq = 0
         self._turn_feed = TurnFeed(self._listener, self._worker.feed)
         self._load_engine = load_engine and engine_factory is not None
-        self.tools = DeviceTools(self._io, self.clock, self._emit, self._pause_listening,
-                                 self._stop_reply_now, block_ms)
-        c = self._controller
+        self.tools = DeviceTools(self._io, self.clock, self._emit, block_ms, stop_reply=lambda:
+                                 self._turn_command(ev.StopReply()), pause_listening=lambda on:
+                                 self._run(self._controller.set_paused(on, self.clock.now())))
         self._commands: dict[type, CommandHandler] = {
+            **dict.fromkeys(t.TURN_COMMANDS, self._turn_command),
             PlaybackNotice: self._playback_notice, StreamLost: self._stream_lost,
-            ev.PressToTalk: lambda _: self._run(c.press(self.clock.now())),
-            ev.ReleaseToTalk: lambda _: self._run(c.release(self.clock.now())),
-            ev.StopReply: lambda _: self._stop_reply_now(),
-            ev.SetMuted: lambda cmd: self._run(c.set_muted(cmd.muted, self.clock.now())),
-            ev.SetListenMode: lambda cmd: self._run(c.set_mode(cmd.mode, self.clock.now())),
             ev.ApplySettings: self._apply_settings, ev.Shutdown: lambda _: self.stop(),
             **self.tools.handlers()}
         self._speculative_seq: int | None = None
@@ -125,10 +121,6 @@ class Pipeline:
 
     # ---- life cycle ------------------------------------------------------------------------
 
-    @property
-    def state(self) -> ev.ConversationState:
-        return self._controller.state
-
     def start(self, threaded: bool = True) -> None:
         """Load the VAD model (unless one was given), open the devices, start the engine
         worker (and the voice-loop thread). May take a while: the UI calls it off its thread."""
@@ -136,11 +128,7 @@ class Pipeline:
             from app.vad.silero import SileroScorer
 
             self._listener.scorer = SileroScorer()
-        now = self.clock.now()
-        events = (self._io.start_input(self.settings.audio.input_device, now)
-                  + self._io.start_output(self.settings.audio.output_device, now))
-        # "No audio system" is said once, not per direction.
-        self._emit_all([e for i, e in enumerate(events) if e not in events[:i]])
+        self._emit_all(self._io.start(self.settings.audio, self.clock.now()))
         self._worker.start()
         self._emit(ev.EngineStatusChanged(self._worker.info))
         if self._load_engine:
@@ -172,7 +160,6 @@ class Pipeline:
         self._worker.stop()
         if self._jsonl is not None:
             self._jsonl.close()
-            self._jsonl = None
 
     @property
     def stopped(self) -> bool:
@@ -229,11 +216,8 @@ class Pipeline:
             return
         handler(item)
 
-    def _stop_reply_now(self) -> None:
-        self._run(self._controller.stop_reply(self.clock.now()))
-
-    def _pause_listening(self, paused: bool) -> None:
-        self._run(self._controller.set_paused(paused, self.clock.now()))
+    def _turn_command(self, command: object) -> None:
+        self._run(self._controller.on_command(command, self.clock.now()))
 
     def _run(self, actions: list[t.Action]) -> None:
         for action in actions:
@@ -405,6 +389,8 @@ class Pipeline:
             self._emit(event)
 
     def _emit(self, event: ev.PipelineEvent) -> None:
+        if isinstance(event, ev.ErrorReported):  # what a banner says is in the log too
+            log.warning("%s: %s %s", event.category, event.message, event.action)
         for sink in self._sinks:
             try:
                 sink(event)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from app import events as ev
 from app.events import ConversationState
 from app.settings import ListenMode, Settings
 from app.vad.base import VadState, VadUpdate
@@ -123,6 +124,7 @@ class VadRestarted:
     """Forget the utterance the VAD is in (it was heard while not listening)."""
 
 
+TURN_COMMANDS = (ev.PressToTalk, ev.ReleaseToTalk, ev.StopReply, ev.SetMuted, ev.SetListenMode)
 Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
           | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted)
 
@@ -163,6 +165,20 @@ class TurnController:
         return self._flush(now_s)
 
     # ---- inputs ----------------------------------------------------------------------------
+
+    def on_command(self, command: object, now_s: float) -> list[Action]:
+        """One of the person's turn-taking commands (``TURN_COMMANDS``)."""
+        if isinstance(command, ev.PressToTalk):
+            return self.press(now_s)
+        if isinstance(command, ev.ReleaseToTalk):
+            return self.release(now_s)
+        if isinstance(command, ev.StopReply):
+            return self.stop_reply(now_s)
+        if isinstance(command, ev.SetMuted):
+            return self.set_muted(command.muted, now_s)
+        if isinstance(command, ev.SetListenMode):
+            return self.set_mode(command.mode, now_s)
+        raise TypeError(f"not a turn-taking command: {command!r}")
 
     def on_vad(self, update: VadUpdate, now_s: float) -> list[Action]:
         """One VAD frame; ``now_s`` is when it is processed."""
