@@ -4,6 +4,8 @@
 # microphone), `python -m app` with the echo engine, speech played into the sink, screenshots.
 #
 #   scripts/check-gui-audio.sh [OUT_DIR] [SPEECH.wav]
+#   MODEL_DIR=/some/folder scripts/check-gui-audio.sh   # ask for MOSS-Speech from that folder:
+#                                                       # shows the fall-back to the echo demo
 #
 # Needs: Xvfb, pulseaudio + pulseaudio-utils (pactl, paplay), ImageMagick (import), .venv.
 # Everything runs in a private folder (HOME, XDG_RUNTIME_DIR, MOSS_VOICE_HOME); nothing of the
@@ -41,11 +43,17 @@ sleep 1
 
 # First run done, echo demo; the null sink's monitor hears the reply perfectly (like loud
 # speakers without echo cancellation), so the assistant never listens while it speaks.
-"$PY" - <<'EOF'
+MODEL_DIR=${MODEL_DIR:-} "$PY" - <<'EOF'
+import os
 from app.settings import Settings
 from app.settings_store import save_settings
-save_settings(Settings().with_value("ui.first_run_done", True)
-              .with_value("echo.mode", "half_duplex"))
+settings = (Settings().with_value("ui.first_run_done", True)
+            .with_value("echo.mode", "half_duplex"))
+if os.environ["MODEL_DIR"]:
+    for key in ("engine.model_dir", "engine.codec_dir"):
+        settings = settings.with_value(key, os.environ["MODEL_DIR"])
+    settings = settings.with_value("engine.kind", "moss_speech")
+save_settings(settings)
 EOF
 
 "$PY" -m app -v >"$OUT/app.log" 2>&1 &

@@ -32,8 +32,8 @@ def swap_events(swapped: EngineSwapped, wanted: Settings) -> list[ev.PipelineEve
     status = ev.EngineStatusChanged(swapped.info, message=swapped.error)
     if not swapped.error:
         return [status]
-    instead = ("the echo demo (not an AI: it plays your words back)" if swapped.info.is_demo
-               else swapped.info.name)
+    meanwhile = ("The echo demo answers meanwhile: it plays your words back, it is not an AI."
+                 if swapped.info.is_demo else f"{swapped.info.name} keeps answering.")
     return [status, ev.ErrorReported(
         "engine_unavailable", f"{engine_name(wanted)} could not be loaded: {swapped.error}.",
-        f"Meanwhile {instead} answers. Choose or download the model in the model manager.")]
+        f"{meanwhile} Choose or download the model in the model manager.")]
