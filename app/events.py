@@ -303,7 +303,10 @@ Command = (
 class WaveformSource(Protocol):
     """A ring buffer of recent samples the UI polls (~30-60 Hz) without allocating."""
 
-    sample_rate_hz: int
+    @property
+    def sample_rate_hz(self) -> int:
+        """May change while a source is shown (another output device): read it each frame."""
+        ...
 
     def read_latest(self, out: np.ndarray) -> int:
         """Copy the newest ``len(out)`` samples into ``out`` (oldest first); return how many
@@ -318,8 +321,11 @@ class ConversationPort(Protocol):
     them into queued Qt signals. ``submit`` never blocks.
     """
 
-    mic_waveform: WaveformSource
-    reply_waveform: WaveformSource
+    @property
+    def mic_waveform(self) -> WaveformSource: ...
+
+    @property
+    def reply_waveform(self) -> WaveformSource: ...
 
     def submit(self, command: Command) -> None: ...
 
