@@ -194,13 +194,11 @@ class DeviceTools:
         handle = self._io.input if direction == "input" else self._io.output
         if handle is None:
             return False
-        if name is None or name == handle.device_name:
-            try:
-                wanted = find_device(self._io.backend.list_devices(), name, direction)
-            except (AudioUnavailableError, DeviceUnavailableError, OSError):
-                return False
-            return wanted.name == handle.device_name
-        return False
+        try:  # names match as the settings do (case, prefixes): resolve, then compare
+            wanted = find_device(self._io.backend.list_devices(), name, direction)
+        except (AudioUnavailableError, DeviceUnavailableError, OSError):
+            return False
+        return wanted.name == handle.device_name
 
 
 class _LevelMonitor:

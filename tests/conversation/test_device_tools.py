@@ -153,3 +153,12 @@ def test_recording_stops_the_reply_that_is_playing(tmp_path: Path) -> None:
     [finished_reply] = of(result, ReplyFinished)
     assert finished_reply.interrupted and finished_reply.heard_ms < 300
     assert of(result, VoiceRecordingFinished)[0].duration_s == pytest.approx(3.0)
+
+
+def test_recording_without_a_microphone_says_what_to_do(tmp_path: Path) -> None:
+    result = run_simulation(Settings(), EchoEngine(), SimulatedMicrophone(np.zeros(8000), 16000),
+                            SimulationOptions(input_devices=(), charge_compute=False, commands=(
+                                (0.1, StartVoiceRecording(tmp_path / "p.wav")),)))
+    [finished] = of(result, VoiceRecordingFinished)
+    assert finished.path is None and "No microphone" in finished.message
+    assert any("No microphone" in e.message for e in of(result, ErrorReported))
