@@ -163,9 +163,10 @@ class StopReply:
 @dataclass(frozen=True)
 class ApplySettings:
     """New settings. Most apply live; ``reload_engine`` is set (after the person confirmed)
-    when an engine field changed (kind, folders, device, precision, chunk checkpoint): the
-    pipeline then rebuilds the engine, reporting EngineStatusChanged(loading=True, progress),
-    and keeps the transcript."""
+    when an engine field changed (kind, folders, device, precision, chunk checkpoint), or to
+    retry a failed load: the pipeline then rebuilds the engine, reporting
+    EngineStatusChanged(loading=True, progress), and keeps the transcript. A change to one of
+    ``app.settings.ENGINE_BUILD_KEYS`` rebuilds it even without the flag."""
 
     settings: Settings
     reload_engine: bool = False

@@ -48,6 +48,12 @@ pipeline.submit(ev.PlayTestTone(None, 440.0, 800))  # the monitor hears it: the 
 [tone] = wait_for(ev.ToneTestFinished)
 pipeline.submit(ev.MonitorInputLevel(None, False))
 levels = [e.peak_dbfs for e in events if isinstance(e, ev.InputLevelMeasured)]
+other = [name for name in listed.outputs if name != listed.default_output][0]
+pipeline.submit(ev.PlayTestTone(other, 660.0, 300))  # not the conversation's: its own stream
+with arrived:
+    arrived.wait_for(lambda: len([e for e in events if isinstance(e, ev.ToneTestFinished)]) > 1,
+                     20)
+other_tone = [e for e in events if isinstance(e, ev.ToneTestFinished)][-1]
 path = Path(sys.argv[2])
 pipeline.submit(ev.StartVoiceRecording(path, 1.0, 15.0))
 subprocess.run(["paplay", "--device=vsink", sys.argv[1]], check=True)
@@ -57,6 +63,7 @@ pipeline.stop()
 info = soundfile.info(str(path)) if recorded.path else None
 print(json.dumps({
     "inputs": listed.inputs, "outputs": listed.outputs, "tone_ok": tone.ok,
+    "other_output": other, "other_tone": [other_tone.device_name, other_tone.ok],
     "tone_message": tone.message, "levels": len(levels), "loudest_dbfs": max(levels or [-200]),
     "recorded_s": recorded.duration_s, "recording": str(recorded.path), "message": recorded.message,
     "wav_rate": info.samplerate if info else None, "wav_s": info.duration if info else None,
@@ -80,6 +87,7 @@ def test_device_list_meter_tone_and_recording_on_real_streams(null_sink, tmp_pat
     report = run_client(TOOLS, null_sink, str(SPEECH), str(wav))
     assert report["inputs"] and report["outputs"]
     assert report["tone_ok"], report["tone_message"]
+    assert report["other_tone"] == [report["other_output"], True]
     assert report["levels"] >= 5 and report["loudest_dbfs"] > -20  # the tone, via the monitor
     assert report["recording"] == str(wav) and report["wav_rate"] >= 16000
     assert report["wav_s"] == pytest.approx(report["recorded_s"], abs=0.05)
