@@ -163,9 +163,10 @@ class StopReply:
 @dataclass(frozen=True)
 class ApplySettings:
     """New settings. Most apply live; ``reload_engine`` is set (after the person confirmed)
-    when an engine field changed (kind, folders, device, precision, chunk checkpoint): the
-    pipeline then rebuilds the engine, reporting EngineStatusChanged(loading=True, progress),
-    and keeps the transcript."""
+    when an engine field changed (kind, folders, device, precision, chunk checkpoint), or to
+    retry a failed load: the pipeline then rebuilds the engine, reporting
+    EngineStatusChanged(loading=True, progress), and keeps the transcript. A change to one of
+    ``app.settings.ENGINE_BUILD_KEYS`` rebuilds it even without the flag."""
 
     settings: Settings
     reload_engine: bool = False
@@ -303,7 +304,10 @@ Command = (
 class WaveformSource(Protocol):
     """A ring buffer of recent samples the UI polls (~30-60 Hz) without allocating."""
 
-    sample_rate_hz: int
+    @property
+    def sample_rate_hz(self) -> int:
+        """May change while a source is shown (another output device): read it each frame."""
+        ...
 
     def read_latest(self, out: np.ndarray) -> int:
         """Copy the newest ``len(out)`` samples into ``out`` (oldest first); return how many
@@ -318,8 +322,11 @@ class ConversationPort(Protocol):
     them into queued Qt signals. ``submit`` never blocks.
     """
 
-    mic_waveform: WaveformSource
-    reply_waveform: WaveformSource
+    @property
+    def mic_waveform(self) -> WaveformSource: ...
+
+    @property
+    def reply_waveform(self) -> WaveformSource: ...
 
     def submit(self, command: Command) -> None: ...
 

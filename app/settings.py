@@ -119,6 +119,13 @@ class TurnSettings(_Group):
         description="Speech needed to confirm a barge-in; shorter sounds only duck the reply.",
     )
     hold_to_talk_key: str = Field("Space", min_length=1, description="Key held to talk.")
+    max_user_turn_s: float = Field(
+        60.0,
+        ge=5.0,
+        le=600.0,
+        description="Longest user turn: past it the turn ends as if you had paused (a stuck "
+        "voice detector or a TV in the room cannot hold the floor forever).",
+    )
 
 
 class EchoSettings(_Group):
@@ -154,6 +161,11 @@ class UiSettings(_Group):
     first_run_done: bool = Field(False, description="The first-run screen was completed.")
 
 
+# Settings the engine is built from: changing one of them rebuilds (reloads) the engine.
+ENGINE_BUILD_KEYS = frozenset({"engine.kind", "engine.model_dir", "engine.codec_dir",
+                               "engine.device", "engine.precision", "streaming.chunk_codes"})
+
+
 class Settings(_Group):
     """Everything a person can set. Immutable: use ``model_copy(update=...)`` to change."""
 
@@ -178,3 +190,14 @@ class Settings(_Group):
             raise ValueError(f"{dotted_key}: no such setting")
         data[group_name][field_name] = value
         return Settings.model_validate(data)
+
+
+def changed_keys(old: Settings, new: Settings) -> list[str]:
+    """The ``group.field`` keys whose values differ between two settings."""
+    a, b = old.model_dump(), new.model_dump()
+    return [f"{g}.{k}" for g in b if isinstance(b[g], dict)
+            for k in b[g] if a.get(g, {}).get(k) != b[g][k]]
+
+
+def needs_engine_rebuild(old: Settings, new: Settings) -> bool:
+    return any(key in ENGINE_BUILD_KEYS for key in changed_keys(old, new))

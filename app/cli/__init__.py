@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--screenshot", metavar="PNG", type=Path,
                         help="open the window, save a PNG of it to PNG and exit")
     parser.add_argument("--demo", action="store_true",
-                        help="with --screenshot: play a short simulated conversation first")
+                        help="with --screenshot: play the demo conversation first (real pipeline, "
+                        "echo engine, simulated devices)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)

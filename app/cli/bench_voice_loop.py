@@ -221,7 +221,7 @@ def loop_cost(idle_s: float) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     from app import paths
     from app.audio.simulated import read_wav
-    from app.cli.default import DEMO_SAMPLE
+    from app.conversation.demo import DEMO_SAMPLE
 
     pcm, rate = read_wav(paths.resource(*DEMO_SAMPLE))
     sentences = split_sentences(pcm[:, 0], rate)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.conversation.pipeline import Pipeline
+    from app.settings import Settings
 
 
 def run_default(args: argparse.Namespace) -> int:
@@ -12,12 +17,18 @@ def run_default(args: argparse.Namespace) -> int:
     if status.available:
         from app.ui.application import run_gui
 
-        return run_gui()
+        return run_gui(live_pipeline)
     print(f"No display available ({status.reason}): running the headless demo instead.")
     return run_headless_demo()
 
 
-DEMO_SAMPLE = ("samples", "demo_conversation_16k.wav")
+def live_pipeline(settings: Settings) -> Pipeline:
+    """The GUI's voice loop: the real devices and the engine the settings name (built once
+    started; the echo demo answers, labelled, when it cannot be). Never raises over a missing
+    model or audio system: those become banners."""
+    from app.conversation import create_live_pipeline
+
+    return create_live_pipeline(settings)
 
 
 def run_headless_demo() -> int:
@@ -28,12 +39,13 @@ def run_headless_demo() -> int:
     """
     from app import paths
     from app.audio.simulated import SimulatedMicrophone, write_wav
+    from app.conversation.demo import demo_sample
     from app.conversation.report import build_report, format_summary, write_report
     from app.conversation.simulation import run_simulation
     from app.engine.echo import EchoEngine
     from app.settings import Settings
 
-    sample = paths.resource(*DEMO_SAMPLE)
+    sample = demo_sample()
     out_dir = paths.cache_dir() / "demo"
     result = run_simulation(Settings(), EchoEngine(), SimulatedMicrophone.from_wav(sample))
     write_wav(out_dir / "speaker.wav", result.output, result.output_rate_hz)

@@ -20,14 +20,20 @@ def create_live_pipeline(settings: Settings, engine: Engine | None = None,
                          backend: AudioBackend | None = None) -> Pipeline:
     """A pipeline on real devices (PortAudio), silero VAD and the engine the settings name.
 
-    Nothing is opened until ``start()``. Without PortAudio or devices the pipeline still starts:
-    it reports the problem as an ``ErrorReported`` event and keeps running. ``engine`` defaults
-    to :func:`app.engine.factory.build_engine` (which may raise ``EngineUnavailableError``);
-    settings changes that touch ``[engine]`` rebuild it on the engine worker.
+    Nothing is opened until ``start()``, and nothing here raises over the engine or devices:
+    - without PortAudio or devices the pipeline still starts and reports the problem as an
+      ``ErrorReported`` event;
+    - the engine the settings name is built on the engine worker once started (the GPU's one
+      thread); until then, and for good if it cannot be built (no or bad model folder, engine
+      not in this build), the echo demo answers and an ``ErrorReported("engine_unavailable")``
+      says why. ``engine`` skips that and uses the given engine.
+    Settings changes that touch what the engine is built from rebuild it the same way.
     """
     from app.audio.sounddevice_backend import SounddeviceBackend
     from app.conversation.pipeline import Pipeline
+    from app.engine.echo import EchoEngine
     from app.engine.factory import build_engine
 
-    return Pipeline(settings, engine or build_engine(settings), backend or SounddeviceBackend(),
-                    engine_factory=build_engine)
+    load = engine is None and settings.engine.kind != "echo"
+    return Pipeline(settings, engine or EchoEngine(), backend or SounddeviceBackend(),
+                    engine_factory=build_engine, load_engine=load)

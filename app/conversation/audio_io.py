@@ -13,6 +13,7 @@ while the app runs is not offered until the next start.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,10 +31,37 @@ from app.conversation.clock import Clock
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener
 from app.events import DeviceLost, ErrorReported, PipelineEvent
+from app.settings import AudioSettings
 
 log = logging.getLogger(__name__)
+# tap(block [frames, channels] float32, sample_rate_hz): sees every captured block (device thread)
+InputTap = Callable[[np.ndarray, int], None]
+# mixer(out [frames] float32, dac_time_s, sample_rate_hz): adds to what the speaker plays
+OutputMixer = Callable[[np.ndarray, float, int], None]
 STALL_LIMIT_S = 2.0  # a started stream whose callbacks stopped this long ago counts as lost
 REPLY_WAVEFORM_S = 10.0
+
+
+class ReplyWaveform:
+    """What the speaker played recently, for the UI's reply waveform: one object for the whole
+    session (the UI keeps it), whatever output device, and sample rate, is open."""
+
+    def __init__(self, sample_rate_hz: int = 24000) -> None:
+        self._ring = RingBuffer(int(sample_rate_hz * REPLY_WAVEFORM_S), sample_rate_hz)
+
+    @property
+    def sample_rate_hz(self) -> int:
+        return self._ring.sample_rate_hz
+
+    def use_rate(self, sample_rate_hz: int) -> None:
+        if sample_rate_hz != self._ring.sample_rate_hz:
+            self._ring = RingBuffer(int(sample_rate_hz * REPLY_WAVEFORM_S), sample_rate_hz)
+
+    def write(self, pcm: np.ndarray) -> None:
+        self._ring.write(pcm)
+
+    def read_latest(self, out: np.ndarray) -> int:
+        return self._ring.read_latest(out)
 
 
 @dataclass(frozen=True)
@@ -56,9 +84,18 @@ class AudioIO:
         self.input: StreamHandle | None = None
         self.output: StreamHandle | None = None
         self.player: Player | None = None
-        self.reply_ring = RingBuffer(int(24000 * REPLY_WAVEFORM_S), 24000)
+        self.reply_waveform = ReplyWaveform()
+        # Replaced whole (never mutated) so the device threads always see a consistent tuple.
+        self._input_taps: tuple[InputTap, ...] = ()
+        self._output_mixers: tuple[OutputMixer, ...] = ()
 
     # ---- the voice loop's side -------------------------------------------------------------
+
+    def start(self, audio: AudioSettings, now_s: float) -> list[PipelineEvent]:
+        """Open the microphone and the speaker the settings name (or the defaults)."""
+        events = (self.start_input(audio.input_device, now_s)
+                  + self.start_output(audio.output_device, now_s))
+        return [e for i, e in enumerate(events) if e not in events[:i]]  # "no audio" once
 
     def start_input(self, name: str | None, now_s: float) -> list[PipelineEvent]:
         self.close_direction("input")
@@ -90,6 +127,20 @@ class AudioIO:
         if self.player is not None:
             self.player.set_start_threshold_ms(playback_start_ms)
 
+    def add_input_tap(self, tap: InputTap) -> None:
+        """Also give every captured block of the conversation's microphone to ``tap``."""
+        self._input_taps = (*self._input_taps, tap)
+
+    def remove_input_tap(self, tap: InputTap) -> None:
+        self._input_taps = tuple(t for t in self._input_taps if t is not tap)
+
+    def add_output_mixer(self, mixer: OutputMixer) -> None:
+        """Let ``mixer`` add to each block the conversation's speaker plays (after the reply)."""
+        self._output_mixers = (*self._output_mixers, mixer)
+
+    def remove_output_mixer(self, mixer: OutputMixer) -> None:
+        self._output_mixers = tuple(m for m in self._output_mixers if m is not mixer)
+
     def _run_input(self, handle: StreamHandle | None) -> None:
         if handle is not None:
             self._listener.configure_input(handle.sample_rate_hz)
@@ -106,13 +157,16 @@ class AudioIO:
             if self.player is not None:
                 self.player.drop(now_s)
             self.player = Player(rate, self._playback_start_ms, self._inbox.post_control)
-            self.reply_ring = RingBuffer(int(rate * REPLY_WAVEFORM_S), rate)
+            self.reply_waveform.use_rate(rate)
         handle.start()
 
     # ---- device callbacks (device threads: copy and post only) ------------------------------
 
     def _on_input(self, block: np.ndarray, adc_time_s: float) -> None:
-        self._listener.capture.push(block, self._clock.from_device_time(adc_time_s))
+        capture = self._listener.capture
+        capture.push(block, self._clock.from_device_time(adc_time_s))
+        for tap in self._input_taps:
+            tap(block, capture.sample_rate_hz)
         self._inbox.signal_capture()
 
     def _on_output(self, out: np.ndarray, dac_time_s: float) -> None:
@@ -122,7 +176,9 @@ class AudioIO:
             player.fill(out, dac)
         else:
             out.fill(0.0)
-        self.reply_ring.write(out)
+        for mixer in self._output_mixers:
+            mixer(out, dac, self.reply_waveform.sample_rate_hz)
+        self.reply_waveform.write(out)
         self._listener.echo_canceller.observe_playback(out, dac)
 
     # ---- streams ---------------------------------------------------------------------------

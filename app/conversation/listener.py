@@ -9,6 +9,8 @@ look-ahead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from app.audio.capture import CaptureBuffer
@@ -19,9 +21,9 @@ from app.vad.base import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE_HZ, Segmenter, Spee
 
 
 class Listener:
-    def __init__(self, scorer: SpeechScorer, segmenter: Segmenter,
+    def __init__(self, scorer: SpeechScorer | None, segmenter: Segmenter,
                  echo_canceller: EchoCanceller | None = None, history_s: float = 30.0) -> None:
-        self.scorer = scorer
+        self.scorer = scorer  # set before audio flows (the pipeline loads silero at start)
         self.segmenter = segmenter
         self.echo_canceller = echo_canceller or PassThroughEchoCanceller()
         self.history = RingBuffer(int(history_s * SAMPLE_RATE_HZ), SAMPLE_RATE_HZ)
@@ -78,7 +80,43 @@ class Listener:
                 continue
             self.history.read_range(self._frame_start, self._frame)
             start_s = self.time_at(self._frame_start)
+            assert self.scorer is not None, "the VAD model is loaded when the pipeline starts"
             probability = self.scorer.score(self._frame)
             updates.append(self.segmenter.update(probability, start_s, start_s + FRAME_S))
             self._frame_start += FRAME_SAMPLES
         return updates
+
+
+class TurnFeed:
+    """The current user turn's 16 kHz audio: handed to the engine as it arrives (pre-roll
+    first, in order) and kept whole for ``respond``."""
+
+    def __init__(self, listener: Listener, feed: Callable[[int, np.ndarray], None]) -> None:
+        self._listener = listener
+        self._feed = feed
+        self._next_index: int | None = None  # next 16 kHz sample to feed
+        self._parts: list[np.ndarray] = []
+
+    def begin(self, audio_from_s: float) -> None:
+        self._next_index = self._listener.index_at(audio_from_s)
+        self._parts = []
+
+    def pump(self, turn_id: int | None) -> None:
+        """Feed what arrived since the last call (nothing outside a turn)."""
+        if self._next_index is None or turn_id is None:
+            return
+        end = self._listener.history.total_written
+        if end <= self._next_index:
+            return
+        pcm = self._listener.audio(self._next_index, end)
+        self._next_index = end
+        if len(pcm):
+            self._parts.append(pcm)
+            self._feed(turn_id, pcm)
+
+    def audio(self) -> np.ndarray:
+        """Everything fed for this turn, [T] float32."""
+        return np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
+
+    def end(self) -> None:
+        self._next_index, self._parts = None, []

@@ -18,6 +18,7 @@ Definitions (DESIGN.md "Latency"); all ``_s`` values are seconds from the first 
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from collections import deque
 from collections.abc import Iterable
@@ -25,7 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.events import BargeInRecord, TurnRecord
+from app.events import BargeInRecord, TurnMeasured, TurnRecord
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,6 +85,10 @@ class TurnMetrics:
             return None
         record = self._record(turn_id, pending, heard_ms, silent_s)
         self.records.append(record)
+        log.info("turn %d measured: response latency %s ms, heard %.0f ms%s", turn_id,
+                 "–" if record.response_latency_ms is None else f"{record.response_latency_ms:.0f}",
+                 heard_ms, "" if record.barge_in is None else
+                 f", barge-in stop {record.barge_in.stop_latency_ms:.0f} ms")
         return record
 
     def _record(self, turn_id: int, p: _Pending, heard_ms: float, silent_s: float) -> TurnRecord:
@@ -154,6 +161,11 @@ class JsonLinesWriter:
     def write(self, record: TurnRecord) -> None:
         self._file.write(json.dumps(record_to_dict(record)) + "\n")
         self._file.flush()
+
+    def on_event(self, event: object) -> None:
+        """A pipeline subscriber: writes every TurnMeasured record."""
+        if isinstance(event, TurnMeasured) and not self._file.closed:
+            self.write(event.record)
 
     def close(self) -> None:
         self._file.close()

@@ -21,18 +21,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from app import events as ev
-from app.audio.backend import AudioBackend, DeviceInfo
+from app.audio.backend import AudioBackend
 from app.audio.echo_canceller import EchoCanceller
 from app.audio.player import PlaybackNotice
+from app.conversation import engine_switch
 from app.conversation import turns as t
 from app.conversation.audio_io import AudioIO, StreamLost
 from app.conversation.clock import Clock, WallClock
+from app.conversation.device_tools import DeviceTools
 from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
 from app.conversation.inbox import Inbox
-from app.conversation.listener import Listener
+from app.conversation.listener import Listener, TurnFeed
 from app.conversation.metrics import JsonLinesWriter, TurnMetrics
 from app.conversation.replies import ReplyRoutes, Route
 from app.engine.base import (
@@ -46,22 +46,24 @@ from app.engine.base import (
     StageTimed,
     UserTurn,
 )
-from app.settings import Settings
+from app.settings import Settings, needs_engine_rebuild
 from app.vad.base import Segmenter, SpeechScorer, VadParams
 
 log = logging.getLogger(__name__)
 
 
+CommandHandler = Callable[[Any], None]
+
+
 class Pipeline:
+    """``engine_factory`` rebuilds the engine when settings ask for it; with ``load_engine``
+    the engine the settings name is built at start (the given one answers until then)."""
+
     def __init__(self, settings: Settings, engine: Engine, backend: AudioBackend, *,
                  clock: Clock | None = None, scorer: SpeechScorer | None = None,
                  echo_canceller: EchoCanceller | None = None, block_ms: float = 10.0,
                  engine_factory: Callable[[Settings], Engine] | None = None,
-                 metrics_jsonl: Path | None = None) -> None:
-        if scorer is None:
-            from app.vad.silero import SileroScorer
-
-            scorer = SileroScorer()
+                 load_engine: bool = False, metrics_jsonl: Path | None = None) -> None:
         self.settings = settings
         self.clock = clock or WallClock()
         self._inbox = Inbox()
@@ -76,9 +78,19 @@ class Pipeline:
                            settings.audio.playback_start_ms, block_ms)
         self._routes = ReplyRoutes(lambda: self._io.player)
         self._sinks: list[Callable[[ev.PipelineEvent], None]] = []
+        if self._jsonl is not None:
+            self._sinks.append(self._jsonl.on_event)
         self._seq = 0
-        self._feed_index: int | None = None  # next 16 kHz sample of the user turn to feed
-        self._turn_audio: list[np.ndarray] = []  # what was fed for the current user turn
+        self._turn_feed = TurnFeed(self._listener, self._worker.feed)
+        self._load_engine = load_engine and engine_factory is not None
+        self.tools = DeviceTools(self._io, self.clock, self._emit, block_ms, stop_reply=lambda:
+                                 self._turn_command(ev.StopReply()), pause_listening=lambda on:
+                                 self._run(self._controller.set_paused(on, self.clock.now())))
+        self._commands: dict[type, CommandHandler] = {
+            **dict.fromkeys(t.TURN_COMMANDS, self._turn_command),
+            PlaybackNotice: self._playback_notice, StreamLost: self._stream_lost,
+            ev.ApplySettings: self._apply_settings, ev.Shutdown: lambda _: self.stop(),
+            **self.tools.handlers()}
         self._speculative_seq: int | None = None
         self._thread: threading.Thread | None = None
         self._running = False
@@ -95,7 +107,7 @@ class Pipeline:
 
     @property
     def reply_waveform(self) -> ev.WaveformSource:
-        return self._io.reply_ring
+        return self._io.reply_waveform
 
     def submit(self, command: ev.Command) -> None:
         self._inbox.post_control(command)
@@ -103,33 +115,29 @@ class Pipeline:
     def subscribe(self, sink: Callable[[ev.PipelineEvent], None]) -> None:
         self._sinks.append(sink)
 
+    def add_command_handler(self, kind: type, handler: CommandHandler) -> None:
+        """Handle commands of ``kind`` on the voice-loop thread (extension point)."""
+        self._commands[kind] = handler
+
     # ---- life cycle ------------------------------------------------------------------------
 
-    @property
-    def state(self) -> ev.ConversationState:
-        return self._controller.state
-
     def start(self, threaded: bool = True) -> None:
-        """Open the devices, start the engine worker (and the voice-loop thread)."""
-        now = self.clock.now()
-        for event in (self._io.start_input(self.settings.audio.input_device, now)
-                      + self._io.start_output(self.settings.audio.output_device, now)):
-            self._emit(event)
+        """Load the VAD model (unless one was given), open the devices, start the engine
+        worker (and the voice-loop thread). May take a while: the UI calls it off its thread."""
+        if self._listener.scorer is None:
+            from app.vad.silero import SileroScorer
+
+            self._listener.scorer = SileroScorer()
+        self._emit_all(self._io.start(self.settings.audio, self.clock.now()))
         self._worker.start()
         self._emit(ev.EngineStatusChanged(self._worker.info))
+        if self._load_engine:
+            self._rebuild_engine(self.settings)
         self._emit(ev.StateChanged(self._controller.state, 0.0))
         self._running = True
         if threaded:
             self._thread = threading.Thread(target=self._loop, name="voice-loop", daemon=True)
             self._thread.start()
-
-    def list_devices(self) -> list[DeviceInfo]:
-        """The devices a person can pick (empty when there is no audio system)."""
-        try:
-            return self._io.backend.list_devices()
-        except Exception as exc:  # no PortAudio, driver trouble: nothing to pick
-            log.info("no audio devices: %s", exc)
-            return []
 
     def stop(self) -> None:
         """Stop everything and release devices and the engine; safe to call twice.
@@ -145,13 +153,17 @@ class Pipeline:
         self._inbox.close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5.0)
+        self.tools.close()
         self._io.close()
         self._worker.cancel_all()
         self.clock.close()
         self._worker.stop()
         if self._jsonl is not None:
             self._jsonl.close()
-            self._jsonl = None
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     @property
     def underruns(self) -> int:
@@ -162,9 +174,10 @@ class Pipeline:
         return self._worker.info
 
     def is_quiet(self) -> bool:
-        """Nobody has the floor: no user turn, no reply pending or playing."""
+        """Nobody has the floor (no user turn, no reply pending or playing), no device test."""
         idle = (ev.ConversationState.LISTENING, ev.ConversationState.IDLE)
         return (self._controller.state in idle and not self._routes.active()
+                and not self.tools.active
                 and (self._io.player is None or self._io.player.active_turn_id is None))
 
     def _loop(self) -> None:
@@ -173,7 +186,7 @@ class Pipeline:
             try:
                 self.pump()
                 for lost in self._io.stalled():
-                    self._stream_lost(lost, self.clock.now())
+                    self._stream_lost(lost)
             except Exception as exc:  # the loop must survive anything
                 log.exception("voice loop step failed")
                 self._emit(ev.ErrorReported("internal", f"Voice loop error: {exc}",
@@ -193,29 +206,18 @@ class Pipeline:
                 self.metrics.origin_s = self._listener.first_sample_s
                 self._origin_set = True
             self._run(self._controller.on_vad(update, self.clock.now()))
-        self._feed_user_audio()
+        self._turn_feed.pump(self._controller.user_turn_id)
+        self.tools.poll()
 
     def _control(self, item: object) -> None:
-        now = self.clock.now()
-        c = self._controller
-        if isinstance(item, PlaybackNotice):
-            self._playback_notice(item)
-        elif isinstance(item, StreamLost):
-            self._stream_lost(item, now)
-        elif isinstance(item, ev.PressToTalk):
-            self._run(c.press(now))
-        elif isinstance(item, ev.ReleaseToTalk):
-            self._run(c.release(now))
-        elif isinstance(item, ev.StopReply):
-            self._run(c.stop_reply(now))
-        elif isinstance(item, ev.SetMuted):
-            self._run(c.set_muted(item.muted, now))
-        elif isinstance(item, ev.SetListenMode):
-            self._run(c.set_mode(item.mode, now))
-        elif isinstance(item, ev.ApplySettings):
-            self._apply_settings(item.settings, now)
-        elif isinstance(item, ev.Shutdown):
-            self.stop()
+        handler = self._commands.get(type(item))
+        if handler is None:
+            log.warning("no handler for %s", type(item).__name__)
+            return
+        handler(item)
+
+    def _turn_command(self, command: object) -> None:
+        self._run(self._controller.on_command(command, self.clock.now()))
 
     def _run(self, actions: list[t.Action]) -> None:
         for action in actions:
@@ -227,12 +229,11 @@ class Pipeline:
 
     def _on_turn_started(self, a: t.TurnStarted) -> None:
         self.metrics.started(a.turn_id, a.onset_s)
-        self._feed_index = self._listener.index_at(a.audio_from_s)
-        self._turn_audio = []
+        self._turn_feed.begin(a.audio_from_s)
         self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(a.onset_s)))
 
     def _on_turn_ended(self, a: t.TurnEnded) -> None:
-        self._feed_user_audio()
+        self._turn_feed.pump(a.turn_id)
         self.metrics.ended(a.turn_id, a.user_end_s, a.endpoint_s)
         self._emit(ev.UserTurnEnded(a.turn_id, self._rel(a.endpoint_s), a.user_end_s - a.onset_s))
         spec, self._speculative_seq = self._speculative_seq, None
@@ -241,16 +242,16 @@ class Pipeline:
             for event, ready_s in self._routes.release(route.seq):
                 self._deliver(route, event, ready_s)
         else:
-            self._respond(UserTurn(a.turn_id, self._joined_turn_audio()), held=False)
-        self._feed_index, self._turn_audio = None, []
+            self._respond(UserTurn(a.turn_id, self._turn_feed.audio()), held=False)
+        self._turn_feed.end()
 
     def _on_turn_abandoned(self, a: t.TurnAbandoned) -> None:
         self.metrics.abandoned(a.turn_id)
-        self._feed_index, self._turn_audio = None, []
+        self._turn_feed.end()
 
     def _on_speculation_started(self, a: t.SpeculationStarted) -> None:
-        self._feed_user_audio()
-        turn = UserTurn(a.turn_id, self._joined_turn_audio(), speculative=True)
+        self._turn_feed.pump(a.turn_id)
+        turn = UserTurn(a.turn_id, self._turn_feed.audio(), speculative=True)
         self._speculative_seq = self._respond(turn, held=True).seq
 
     def _on_speculation_cancelled(self, a: t.SpeculationCancelled) -> None:
@@ -283,39 +284,17 @@ class Pipeline:
         t.DuckSet: _on_duck, t.VadRestarted: _on_vad_restarted,
     }
 
-    # ---- user audio → engine ---------------------------------------------------------------
-
-    def _feed_user_audio(self) -> None:
-        if self._feed_index is None or self._controller.user_turn_id is None:
-            return
-        end = self._listener.history.total_written
-        if end <= self._feed_index:
-            return
-        pcm = self._listener.audio(self._feed_index, end)
-        self._feed_index = end
-        if len(pcm):
-            self._turn_audio.append(pcm)
-            self._worker.feed(self._controller.user_turn_id, pcm)
-
-    def _joined_turn_audio(self) -> np.ndarray:
-        if not self._turn_audio:
-            return np.zeros(0, np.float32)
-        return np.concatenate(self._turn_audio)
+    # ---- user audio → engine → player -------------------------------------------------------
 
     def _respond(self, turn: UserTurn, held: bool) -> Route:
         self._seq += 1
         cancel = self._worker.respond(turn, self._seq)
         return self._routes.open(self._seq, turn.turn_id, cancel, held)
 
-    # ---- engine → player -------------------------------------------------------------------
-
     def _worker_event(self, item: WorkerEvent) -> None:
         event = item.event
         if isinstance(event, EngineSwapped):
-            self._emit(ev.EngineStatusChanged(event.info, message=event.error))
-            if event.error:
-                self._emit(ev.ErrorReported("engine", f"Could not switch engine: {event.error}",
-                                            "The previous engine keeps running."))
+            self._emit_all(engine_switch.swap_events(event, self.settings))
             return
         route = self._routes.get(item.seq)
         if route is None or route.cancel.is_set():
@@ -366,9 +345,7 @@ class Pipeline:
         self._worker.heard(turn_id, round(heard_samples * reply_rate / rate_hz), reply_rate)
         record = self.metrics.finished(turn_id, heard_ms, t_s)
         if record is not None:
-            if self._jsonl is not None:
-                self._jsonl.write(record)
-            self._emit(ev.TurnMeasured(record))
+            self._emit(ev.TurnMeasured(record))  # also written to the JSON lines file, if any
         self._emit(ev.ReplyFinished(turn_id, interrupted, heard_ms))
         if route is not None:
             self._routes.close(route.seq)
@@ -376,27 +353,30 @@ class Pipeline:
 
     # ---- devices and settings --------------------------------------------------------------
 
-    def _stream_lost(self, lost: StreamLost, now: float) -> None:
-        for event in self._io.handle_lost(lost, now):
-            self._emit(event)
+    def _stream_lost(self, lost: StreamLost) -> None:
+        self._emit_all(self._io.handle_lost(lost, self.clock.now()))
+        if lost.direction == "input":
+            self.tools.inputs_changed()
 
-    def _apply_settings(self, new: Settings, now: float) -> None:
+    def _apply_settings(self, command: ev.ApplySettings) -> None:
+        now, new = self.clock.now(), command.settings
         old, self.settings = self.settings, new
         self._listener.segmenter.params = VadParams.from_settings(new.vad)
         self._run(self._controller.update_params(t.TurnParams.from_settings(new), now))
         self._io.set_playback_start_ms(new.audio.playback_start_ms)
-        events: list[ev.PipelineEvent] = []
         if new.audio.input_device != old.audio.input_device:
-            events += self._io.start_input(new.audio.input_device, now)
+            self._emit_all(self._io.start_input(new.audio.input_device, now))
+            self.tools.inputs_changed()
         if new.audio.output_device != old.audio.output_device:
-            events += self._io.start_output(new.audio.output_device, now)
-        for event in events:
-            self._emit(event)
-        if new.engine != old.engine and self._engine_factory is not None:
-            factory = self._engine_factory
-            self._emit(ev.EngineStatusChanged(self._worker.info, loading=True,
-                                              message="Switching engine…"))
-            self._worker.swap_engine(lambda: factory(new))
+            self._emit_all(self._io.start_output(new.audio.output_device, now))
+        if command.reload_engine or needs_engine_rebuild(old, new):
+            self._rebuild_engine(new)
+
+    def _rebuild_engine(self, wanted: Settings) -> None:
+        """Build the engine ``wanted`` names on the worker; the current one answers meanwhile."""
+        if (factory := self._engine_factory) is not None:
+            self._emit(engine_switch.loading_event(self._worker.info, wanted))
+            self._worker.swap_engine(lambda: factory(wanted))
 
     # ---- events ----------------------------------------------------------------------------
 
@@ -404,7 +384,13 @@ class Pipeline:
         """Clock time → seconds from the first input sample."""
         return t_s - self.metrics.origin_s
 
+    def _emit_all(self, events: list[ev.PipelineEvent]) -> None:
+        for event in events:
+            self._emit(event)
+
     def _emit(self, event: ev.PipelineEvent) -> None:
+        if isinstance(event, ev.ErrorReported):  # what a banner says is in the log too
+            log.warning("%s: %s %s", event.category, event.message, event.action)
         for sink in self._sinks:
             try:
                 sink(event)

@@ -50,6 +50,9 @@ class SimulationOptions:
     settle_s: float = 0.5
     max_tail_s: float = 60.0
     record_output: bool = True
+    # On the virtual clock: None runs as fast as it can; a number paces the run to that many
+    # times real time (the GUI demo, so waveforms and events arrive at a watchable pace).
+    speed: float | None = None
 
 
 @dataclass
@@ -79,6 +82,66 @@ def _ptt_commands(pairs: tuple[tuple[float, float], ...]) -> list[tuple[float, C
     return sorted(commands, key=lambda item: item[0])
 
 
+class Simulation:
+    """One conversation through the real pipeline on simulated devices.
+
+    The pipeline exists from the start, so a caller can subscribe to it (or hand it to the UI
+    as a ConversationPort) before :meth:`run` drives it, on whichever thread calls ``run``.
+    """
+
+    def __init__(self, settings: Settings, engine: Engine, microphone: SimulatedMicrophone,
+                 options: SimulationOptions | None = None, *,
+                 scorer: SpeechScorer | None = None, metrics_jsonl: Path | None = None) -> None:
+        self.settings = settings
+        self.options = options = options or SimulationOptions()
+        self.microphone = microphone
+        self.clock = (WallClock(device_times_are_monotonic=False) if options.realtime
+                      else VirtualClock(options.charge_compute))
+        self.backend = SimulatedBackend(microphone, options.output_rate_hz,
+                                        options.output_latency_ms, options.input_devices,
+                                        options.output_devices, options.failures,
+                                        record_output=options.record_output)
+        self.pipeline = Pipeline(settings, engine, self.backend, clock=self.clock,
+                                 scorer=scorer, block_ms=options.block_ms,
+                                 metrics_jsonl=metrics_jsonl)
+
+    def run(self, on_event: Callable[[PipelineEvent], None] | None = None,
+            keep_events: bool = True) -> SimulationResult:
+        """Drive the conversation to its end (or a Shutdown); the engine is closed afterwards."""
+        options, pipeline = self.options, self.pipeline
+        records: list[TurnRecord] = []
+        events: list[PipelineEvent] = []
+
+        def collect(event: PipelineEvent) -> None:
+            if keep_events:
+                events.append(event)
+                if isinstance(event, TurnMeasured):
+                    records.append(event.record)
+            if on_event is not None:
+                on_event(event)
+
+        pipeline.subscribe(collect)
+        commands = sorted(_ptt_commands(options.push_to_talk) + list(options.commands),
+                          key=lambda item: item[0])
+        pipeline.start(threaded=False)
+        if isinstance(self.clock, WallClock):
+            self.clock.restart()  # setup time must not eat into the paced timeline
+        started = time.perf_counter()
+        now = 0.0
+        try:
+            now = _drive(pipeline, self.backend, self.clock, commands,
+                         self.microphone.duration_s, options)
+        finally:
+            pipeline.stop()
+        return SimulationResult(
+            records=records, events=events, output=self.backend.room.to_array(now),
+            output_rate_hz=options.output_rate_hz, input_duration_s=self.microphone.duration_s,
+            simulated_s=now, wall_s=time.perf_counter() - started, underruns=pipeline.underruns,
+            engine_info=pipeline.engine_info,
+            endpoint_silence_ms=self.settings.vad.endpoint_silence_ms,
+            charged_compute_s=getattr(self.clock, "charged_s", 0.0))
+
+
 def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicrophone,
                    options: SimulationOptions | None = None, *,
                    scorer: SpeechScorer | None = None,
@@ -86,59 +149,26 @@ def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicr
                    keep_events: bool = True, metrics_jsonl: Path | None = None
                    ) -> SimulationResult:
     """Run one conversation; the engine is closed afterwards."""
-    options = options or SimulationOptions()
-    block_s = options.block_ms / 1000.0
-    clock = (WallClock(device_times_are_monotonic=False) if options.realtime
-             else VirtualClock(options.charge_compute))
-    backend = SimulatedBackend(microphone, options.output_rate_hz, options.output_latency_ms,
-                               options.input_devices, options.output_devices, options.failures,
-                               record_output=options.record_output)
-    pipeline = Pipeline(settings, engine, backend, clock=clock, scorer=scorer,
-                        block_ms=options.block_ms, metrics_jsonl=metrics_jsonl)
-    records: list[TurnRecord] = []
-    events: list[PipelineEvent] = []
-
-    def collect(event: PipelineEvent) -> None:
-        if isinstance(event, TurnMeasured) and keep_events:
-            records.append(event.record)
-        if keep_events:
-            events.append(event)
-        if on_event is not None:
-            on_event(event)
-
-    pipeline.subscribe(collect)
-    commands = sorted(_ptt_commands(options.push_to_talk) + list(options.commands),
-                      key=lambda item: item[0])
-    duration_s = microphone.duration_s
-    pipeline.start(threaded=False)
-    if isinstance(clock, WallClock):
-        clock.restart()  # setup time must not eat into the paced timeline
-    started = time.perf_counter()
-    now = 0.0
-    try:
-        now = _drive(pipeline, backend, clock, commands, duration_s, block_s, options)
-    finally:
-        pipeline.stop()
-    wall_s = time.perf_counter() - started
-    return SimulationResult(
-        records=records, events=events, output=backend.room.to_array(now),
-        output_rate_hz=options.output_rate_hz, input_duration_s=duration_s, simulated_s=now,
-        wall_s=wall_s, underruns=pipeline.underruns, engine_info=pipeline.engine_info,
-        endpoint_silence_ms=settings.vad.endpoint_silence_ms,
-        charged_compute_s=getattr(clock, "charged_s", 0.0))
+    simulation = Simulation(settings, engine, microphone, options, scorer=scorer,
+                            metrics_jsonl=metrics_jsonl)
+    return simulation.run(on_event, keep_events)
 
 
 def _drive(pipeline: Pipeline, backend: SimulatedBackend, clock: VirtualClock | WallClock,
-           commands: list[tuple[float, Command]], duration_s: float, block_s: float,
+           commands: list[tuple[float, Command]], duration_s: float,
            options: SimulationOptions) -> float:
     """The step loop; returns the simulated time reached."""
     virtual = isinstance(clock, VirtualClock)
-    step = 0
+    block_s = options.block_ms / 1000.0
+    pace = WallClock(device_times_are_monotonic=False) if options.speed else None
+    step, now = 0, 0.0
     quiet_since: float | None = None
-    while True:
+    while not pipeline.stopped:
         step += 1
         now = step * block_s
         if isinstance(clock, VirtualClock):
+            if pace is not None and options.speed:
+                pace.sleep_until(now / options.speed)
             clock.advance_to(now)
             clock.settle()
         else:
@@ -161,3 +191,4 @@ def _drive(pipeline: Pipeline, backend: SimulatedBackend, clock: VirtualClock | 
                 return now
         else:
             quiet_since = None
+    return now

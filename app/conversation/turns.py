@@ -12,6 +12,11 @@ with no voiced frame at all starts nothing.
 Without barge-in (disabled, or echo mode half-duplex) speech during a reply is ignored, and the
 VAD restarts when the reply ends, so only a fresh onset starts the next turn.
 
+A user turn longer than ``max_user_turn_s`` ends as if the endpoint had been reached (a stuck
+VAD or a television cannot hold the floor forever): the VAD restarts, frames from before the cap
+are ignored, and speech that goes on needs a fresh onset (then it counts as any other speech,
+e.g. a barge-in). In push-to-talk the key must be pressed again.
+
 Barge-in (when enabled and echo mode is not half-duplex): while a reply is pending or playing,
 a speech candidate ducks the reply; once it has lasted ``barge_in_min_speech_ms`` the reply is
 interrupted (player fade-out and engine cancel, done by the pipeline at once) and the state is
@@ -21,9 +26,10 @@ push-to-talk press during a reply is a barge-in too, and so is the Stop button.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from app import events as ev
 from app.events import ConversationState
 from app.settings import ListenMode, Settings
 from app.vad.base import VadState, VadUpdate
@@ -39,6 +45,7 @@ class TurnParams:
     pre_roll_ms: float = 300.0
     speculative_start: bool = True
     speculative_pause_ms: float = 150.0
+    max_user_turn_s: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TurnParams:
@@ -47,7 +54,8 @@ class TurnParams:
                    barge_in_min_speech_ms=settings.turn.barge_in_min_speech_ms,
                    pre_roll_ms=settings.vad.pre_roll_ms,
                    speculative_start=settings.engine.speculative_start,
-                   speculative_pause_ms=settings.engine.speculative_pause_ms)
+                   speculative_pause_ms=settings.engine.speculative_pause_ms,
+                   max_user_turn_s=settings.turn.max_user_turn_s)
 
 
 # ---- actions --------------------------------------------------------------------------------
@@ -116,6 +124,7 @@ class VadRestarted:
     """Forget the utterance the VAD is in (it was heard while not listening)."""
 
 
+TURN_COMMANDS = (ev.PressToTalk, ev.ReleaseToTalk, ev.StopReply, ev.SetMuted, ev.SetListenMode)
 Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
           | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted)
 
@@ -124,7 +133,8 @@ class TurnController:
     def __init__(self, params: TurnParams | None = None) -> None:
         self.params = params or TurnParams()
         self.state = State.IDLE if self.params.mode == "push_to_talk" else State.LISTENING
-        self.muted = False
+        self.muted = False  # by the person or the app
+        self._user_muted = self._paused_by_app = False
         self._next_turn_id = 1
         self._user_turn: int | None = None
         self._onset_s = 0.0
@@ -137,6 +147,7 @@ class TurnController:
         self._reply_audible = False
         self._interrupted = False  # barge-in detected, new turn not confirmed yet
         self._ducked = False
+        self._ignore_before_s = float("-inf")  # VAD frames older than this are stale
         self._actions: list[Action] = []
 
     @property
@@ -155,11 +166,25 @@ class TurnController:
 
     # ---- inputs ----------------------------------------------------------------------------
 
+    def on_command(self, command: object, now_s: float) -> list[Action]:
+        """One of the person's turn-taking commands (``TURN_COMMANDS``)."""
+        if isinstance(command, ev.PressToTalk):
+            return self.press(now_s)
+        if isinstance(command, ev.ReleaseToTalk):
+            return self.release(now_s)
+        if isinstance(command, ev.StopReply):
+            return self.stop_reply(now_s)
+        if isinstance(command, ev.SetMuted):
+            return self.set_muted(command.muted, now_s)
+        if isinstance(command, ev.SetListenMode):
+            return self.set_mode(command.mode, now_s)
+        raise TypeError(f"not a turn-taking command: {command!r}")
+
     def on_vad(self, update: VadUpdate, now_s: float) -> list[Action]:
         """One VAD frame; ``now_s`` is when it is processed."""
-        if not self.muted:
+        if not self.muted and update.start_s >= self._ignore_before_s:
             if self.params.mode == "push_to_talk":
-                self._ptt_vad(update)
+                self._ptt_vad(update, now_s)
             elif self._user_turn is not None:
                 self._turn_vad(update, now_s)
             else:
@@ -184,6 +209,20 @@ class TurnController:
         return self._flush(now_s)
 
     def set_muted(self, muted: bool, now_s: float) -> list[Action]:
+        """The person's mute switch."""
+        self._user_muted = muted
+        return self._update_muted(now_s)
+
+    def set_paused(self, paused: bool, now_s: float) -> list[Action]:
+        """The app stops listening for a while (e.g. to record a voice prompt); afterwards the
+        VAD restarts, as what it heard meanwhile was not meant as a turn."""
+        self._paused_by_app = paused
+        if not paused:
+            self._actions.append(VadRestarted())
+        return self._update_muted(now_s)
+
+    def _update_muted(self, now_s: float) -> list[Action]:
+        muted = self._user_muted or self._paused_by_app
         if muted and not self.muted:
             self._abandon_turn(now_s)
             self._pressed = False
@@ -195,10 +234,7 @@ class TurnController:
         if mode != self.params.mode:
             self._abandon_turn(now_s)
             self._pressed = False
-        base = params or self.params
-        self.params = TurnParams(mode, base.barge_in, base.barge_in_min_speech_ms,
-                                 base.pre_roll_ms, base.speculative_start,
-                                 base.speculative_pause_ms)
+        self.params = replace(params or self.params, mode=mode)
         return self._flush(now_s)
 
     def reply_audible(self, turn_id: int, now_s: float) -> list[Action]:
@@ -254,6 +290,8 @@ class TurnController:
             self._paused = True
         if update.event == "endpoint":
             self._end_turn(self._last_voiced_s, now_s)
+        elif self._over_cap(update):
+            self._cap_turn(update, now_s)
         elif (update.state == VadState.STOPPING and self.params.speculative_start
               and not self._speculating
               and update.silence_ms + 1e-6 >= self.params.speculative_pause_ms):
@@ -262,7 +300,11 @@ class TurnController:
 
     # ---- push-to-talk ----------------------------------------------------------------------
 
-    def _ptt_vad(self, update: VadUpdate) -> None:
+    def _ptt_vad(self, update: VadUpdate, now_s: float) -> None:
+        if self._pressed and self._user_turn is not None and self._over_cap(update):
+            self._pressed = False  # the key is still held: a new turn needs a new press
+            self._cap_turn(update, now_s)
+            return
         voiced = update.state in (VadState.STARTING, VadState.SPEAKING)
         if not (self._pressed and voiced):
             return
@@ -276,6 +318,15 @@ class TurnController:
         self._last_voiced_s = update.end_s
 
     # ---- shared steps ----------------------------------------------------------------------
+
+    def _over_cap(self, update: VadUpdate) -> bool:
+        return update.end_s - self._onset_s >= self.params.max_user_turn_s
+
+    def _cap_turn(self, update: VadUpdate, now_s: float) -> None:
+        """End an overlong turn as at an endpoint; the VAD forgets the utterance it is in."""
+        self._end_turn(max(self._last_voiced_s, self._onset_s), now_s)
+        self._ignore_before_s = update.end_s
+        self._actions.append(VadRestarted())
 
     def _start_turn(self, onset_s: float, audio_from_s: float) -> None:
         turn_id = self._next_turn_id

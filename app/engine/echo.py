@@ -88,6 +88,6 @@ class EchoEngine(Engine):
             yield ReplyDone(turn.turn_id, cancelled=True)
             return
         seconds = len(reply) / REPLY_RATE_HZ
-        yield ReplyText(turn.turn_id, f"[echo demo: played back {seconds:.1f} s of your speech]",
+        yield ReplyText(turn.turn_id, f"[echo demo: replays your {seconds:.1f} s of speech]",
                         final=True)
         yield ReplyDone(turn.turn_id)

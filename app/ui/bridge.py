@@ -92,7 +92,10 @@ class UiBridge(QObject):
         Delivery is always queued, even from the GUI thread: handlers never re-enter each other.
         """
         self._inbox.put(event)
-        QCoreApplication.postEvent(self, QEvent(WAKE_EVENT))
+        try:
+            QCoreApplication.postEvent(self, QEvent(WAKE_EVENT))
+        except RuntimeError:  # the window, and this bridge, are gone (a late worker result)
+            log.debug("bridge deleted; %s dropped", type(event).__name__)
 
     def event(self, event: QEvent) -> bool:
         if event.type() != WAKE_EVENT:

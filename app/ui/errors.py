@@ -1,7 +1,8 @@
 """Engine status, ErrorReported and DeviceLost events as banners with one action each.
 
 Categories the pipeline and engine report (ReplyFailed's categories plus the pipeline's own):
-``out_of_memory``, ``engine``, ``input``, ``model_invalid``, ``audio`` (devices). Unknown
+``out_of_memory``, ``engine``, ``input``, ``model_invalid``, ``audio`` (devices),
+``engine_unavailable`` (the chosen engine could not be built; the echo demo answers). Unknown
 categories still get a banner with the event's own ``action`` text.
 """
 
@@ -22,12 +23,14 @@ TITLES = {
     "input": "That turn could not be used",
     "model_invalid": "The model folder cannot be used",
     "audio": "Audio device problem",
+    "engine_unavailable": "The model could not be loaded",
 }
 BUTTONS = {
     "out_of_memory": "Choose a smaller precision",
     "engine": "Reload the engine",
     "model_invalid": "Open the model manager",
     "audio": "Audio settings",
+    "engine_unavailable": "Open the model manager",
 }
 
 
@@ -62,7 +65,7 @@ class StatusPresenter:
         window = self.window
         window.apply_settings(window.settings, event.info)
         if event.loading:
-            text = f"Loading {event.info.name}… {event.message}".strip()
+            text = event.message or f"Loading {event.info.name}…"
             banner = window.banners.show_banner("engine-loading", "info", text)
             banner.set_progress(event.progress)
         else:
@@ -86,6 +89,7 @@ class StatusPresenter:
             "out_of_memory": lambda: self.window.open_settings("engine"),
             "engine": self.reload_engine,
             "model_invalid": self.window.open_model_manager,
+            "engine_unavailable": self.window.open_model_manager,
             "audio": lambda: self.window.open_settings("audio"),
         }.get(category)
 

@@ -1,8 +1,10 @@
 """The main window: state, talk controls, live waveforms, transcript, latency, banners.
 
 It renders events that arrive through the bridge and sends commands through it; it never waits
-on the pipeline. ``port_factory`` builds the voice loop (the real pipeline in production, a
-scripted one for screenshots); without one the window still runs and says so.
+on the pipeline. ``port_factory`` builds the voice loop (the pipeline on the real devices in the
+app, the same pipeline on simulated devices for ``--screenshot --demo``); a port with a
+``start()`` method is started after the window subscribed, on a background thread (it may load
+the VAD model and open devices). Without a factory the window still runs and says so.
 """
 
 from __future__ import annotations
@@ -239,8 +241,9 @@ class MainWindow(QMainWindow):
         self.device_status.setText(f"Device: {info.device if info else settings.engine.device}")
         self.mode_status.setText(MODE_TEXT[settings.turn.mode])
         is_demo = info.is_demo if info is not None else settings.engine.kind == "echo"
-        self.demo_badge.setText(DEMO_BADGE if info is None or info.name == "echo"
+        self.demo_badge.setText(DEMO_BADGE if info is None or info.name.lower().startswith("echo")
                                 else f"Demo: {info.name} — no model loaded")
+        self.transcript.set_transcribing(not is_demo and settings.transcript.text_branch)
         self.demo_badge.setToolTip(info.detail if info is not None else "")
         self.demo_badge.setVisible(is_demo and not self.showing_first_run)
         key = settings.turn.hold_to_talk_key
@@ -300,14 +303,21 @@ class MainWindow(QMainWindow):
                 "is listening yet. Start the app with `python -m app` from a full install.")
             return False
         try:
-            self.bridge.attach(self.port_factory(self._settings))
+            port = self.port_factory(self._settings)
+            self.bridge.attach(port)
         except Exception as exc:
-            log.exception("starting the voice loop failed")
-            self.banners.show_banner("pipeline-start", "error", f"The voice loop could not "
-                                     f"start: {exc}", "Audio settings",
-                                     lambda: self.open_settings("audio"))
+            self._voice_loop_failed(exc)
             return False
+        start = getattr(port, "start", None)
+        if callable(start):
+            self.bridge.run_in_background(start, lambda _none: None, self._voice_loop_failed,
+                                          name="voice-loop-start")
         return True
+
+    def _voice_loop_failed(self, exc: BaseException) -> None:
+        log.error("starting the voice loop failed", exc_info=exc)
+        self.banners.show_banner("pipeline-start", "error", f"The voice loop could not start: "
+                                 f"{exc}", "Audio settings", lambda: self.open_settings("audio"))
 
     def start_echo_demo(self) -> None:
         engine = self._settings.engine.model_copy(update={"kind": "echo"})

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.preflight import GpuQuery, dims_from_folder, query_gpu_memory
 from app.events import AudioDevicesListed, InputLevelMeasured, ListAudioDevices, ToneTestFinished
-from app.settings import Settings
+from app.settings import ENGINE_BUILD_KEYS, Settings, changed_keys
 from app.ui.bridge import UiBridge
 from app.ui.controls import key_from_name
 from app.ui.settings_form import (
@@ -52,19 +52,12 @@ GROUP_TITLES = {"engine": "Engine", "streaming": "Streaming", "sampling": "Sampl
                 "audio": "Audio devices", "transcript": "Transcript & recordings",
                 "ui": "Interface"}
 # Fields the engine is built from: changing one rebuilds the engine (after confirmation).
-RELOAD_KEYS = frozenset({"engine.kind", "engine.model_dir", "engine.codec_dir", "engine.device",
-                         "engine.precision", "streaming.chunk_codes"})
+RELOAD_KEYS = ENGINE_BUILD_KEYS
 ERROR_STYLE = "color: #c0392b;"
 
 
 def group_title(group: str) -> str:
     return GROUP_TITLES.get(group, group.replace("_", " ").capitalize())
-
-
-def changed_keys(old: Settings, new: Settings) -> list[str]:
-    a, b = old.model_dump(), new.model_dump()
-    return [f"{g}.{k}" for g in b if isinstance(b[g], dict)
-            for k in b[g] if a.get(g, {}).get(k) != b[g][k]]
 
 
 class SettingsDialog(QDialog):

@@ -35,6 +35,7 @@ class TranscriptEntry:
     duration_s: float | None = None  # user speech length
     interrupted: bool = False
     heard_ms: float | None = None  # how much of an interrupted reply was heard
+    expect_text: bool = True  # False when nothing transcribes (echo demo, text branch off)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -48,7 +49,7 @@ class TranscriptEntry:
         if self.speaking:
             return "speaking…" if self.role == "assistant" else "listening…"
         if not self.text:
-            return "transcribing…"
+            return "transcribing…" if self.expect_text else "not transcribed"
         return "" if self.final else "…"
 
     def plain_text(self) -> str:
@@ -64,6 +65,15 @@ class TranscriptModel:
     def __init__(self) -> None:
         self.entries: list[TranscriptEntry] = []
         self._by_key: dict[tuple[int, int], TranscriptEntry] = {}
+        self.transcribing = True
+
+    def set_transcribing(self, transcribing: bool) -> list[int]:
+        """Whether text is expected at all; returns the indexes of entries that changed."""
+        self.transcribing = transcribing
+        changed = [i for i, e in enumerate(self.entries) if e.expect_text != transcribing]
+        for index in changed:
+            self.entries[index].expect_text = transcribing
+        return changed
 
     def entry(self, turn_id: int, role: Role) -> tuple[TranscriptEntry, int, bool]:
         """The entry for (turn, role), created in order if new: (entry, index, created)."""
@@ -71,7 +81,7 @@ class TranscriptModel:
         existing = self._by_key.get(key)
         if existing is not None:
             return existing, self.index_of(existing), False
-        entry = TranscriptEntry(turn_id, role)
+        entry = TranscriptEntry(turn_id, role, expect_text=self.transcribing)
         index = bisect.bisect([e.key for e in self.entries], key)
         self.entries.insert(index, entry)
         self._by_key[key] = entry

@@ -121,6 +121,11 @@ class TranscriptView(QWidget):
         else:
             self._bubbles[index].show_entry(entry)
 
+    def set_transcribing(self, transcribing: bool) -> None:
+        """Say "not transcribed" instead of "transcribing…" when nothing will fill in text."""
+        for index in self.model.set_transcribing(transcribing):
+            self._bubbles[index].show_entry(self.model.entries[index])
+
     def bubble_texts(self) -> list[str]:
         return [b.body.text() for b in self._bubbles]
 

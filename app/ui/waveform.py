@@ -95,6 +95,8 @@ class WaveformWidget(QWidget):
     def refresh(self) -> None:
         """Read the newest samples and redraw the envelope into the image (no allocation)."""
         if self._source is not None:
+            if self._source.sample_rate_hz != self._sample_rate_hz:  # another output device
+                self._allocate(self._cols, self._rows_n, self._source.sample_rate_hz)
             self._source.read_latest(self._samples)
         else:
             self._samples.fill(0.0)

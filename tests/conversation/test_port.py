@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from voice_helpers import FakeSd, duration, speech, track
+from voice_helpers import FakeSd, RecordingEngine, duration, speech, track
 
 from app.audio.simulated import SimulatedBackend, SimulatedMicrophone
 from app.audio.sounddevice_backend import SounddeviceBackend
@@ -15,9 +15,11 @@ from app.conversation.pipeline import Pipeline
 from app.engine.echo import EchoEngine
 from app.events import (
     ApplySettings,
+    AudioDevicesListed,
     ConversationPort,
     EngineStatusChanged,
     ErrorReported,
+    ListAudioDevices,
     PipelineEvent,
     ReplyFinished,
     Shutdown,
@@ -52,6 +54,7 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
             finished.set()
 
     port.subscribe(sink)
+    reply_waveform = port.reply_waveform  # the UI takes it before the devices are open
     pipeline.start(threaded=True)
     # This thread plays the part of the device callbacks. It lets the voice loop catch up
     # before each next block, so nothing depends on how fast either thread runs.
@@ -65,9 +68,9 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
     port.submit(StopReply())  # never blocks, also with nothing to stop
     mic = np.zeros(5 * 16000, np.float32)
     assert port.mic_waveform.read_latest(mic) > 16000 and np.any(mic)
-    reply = np.zeros(4800, np.float32)
-    assert port.reply_waveform.sample_rate_hz == 48000
-    assert port.reply_waveform.read_latest(reply) == 4800
+    reply = np.zeros(48000, np.float32)
+    assert port.reply_waveform is reply_waveform and reply_waveform.sample_rate_hz == 48000
+    assert reply_waveform.read_latest(reply) == 48000 and np.max(np.abs(reply)) > 0.05
     port.submit(Shutdown())
     pipeline.stop()
     names = {name for name, event in received if not isinstance(event, EngineStatusChanged)}
@@ -76,28 +79,87 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
     assert threading.active_count() == threads_before
 
 
+class Collector:
+    """A subscriber that lets the test wait (without sleeping) for an event of some kind."""
+
+    def __init__(self) -> None:
+        self.events: list[PipelineEvent] = []
+        self._arrived = threading.Condition()
+
+    def __call__(self, event: PipelineEvent) -> None:
+        with self._arrived:
+            self.events.append(event)
+            self._arrived.notify_all()
+
+    def wait_for(self, kind: type, count: int = 1, timeout_s: float = 10.0) -> list:
+        with self._arrived:
+            found = self._arrived.wait_for(lambda: len(self.of(kind)) >= count, timeout_s)
+        assert found, f"no {kind.__name__} arrived"
+        return self.of(kind)
+
+    def of(self, kind: type) -> list:
+        return [e for e in list(self.events) if isinstance(e, kind)]
+
+
 def test_no_audio_devices_and_a_failed_engine_switch_are_reported_not_raised() -> None:
     no_devices = SounddeviceBackend(FakeSd([{"name": "ALSA"}], []))
     pipeline = create_live_pipeline(Settings(), backend=no_devices)
-    events: list[PipelineEvent] = []
-    reported = threading.Semaphore(0)
-
-    def sink(event: PipelineEvent) -> None:
-        events.append(event)
-        if isinstance(event, ErrorReported):
-            reported.release()
-
-    pipeline.subscribe(sink)
+    events = Collector()
+    pipeline.subscribe(events)
     pipeline.start(threaded=True)
-    assert pipeline.list_devices() == []
+    pipeline.submit(ListAudioDevices())
+    assert events.wait_for(AudioDevicesListed) == [AudioDevicesListed((), ())]
     pipeline.submit(ApplySettings(Settings().with_value("engine.kind", "moss_speech")))
-    for _ in range(3):
-        assert reported.acquire(timeout=10)
+    [failed] = events.wait_for(ErrorReported, 3)[2:]
     pipeline.submit(Shutdown())
     pipeline.stop()
-    messages = [e.message for e in events if isinstance(e, ErrorReported)]
+    messages = [e.message for e in events.of(ErrorReported)]
     assert any("No microphone" in m for m in messages)
     assert any("No speaker" in m for m in messages)
-    assert any("Could not switch engine" in m and "moss_speech" in m for m in messages)
-    statuses = [e for e in events if isinstance(e, EngineStatusChanged)]
+    assert failed.category == "engine_unavailable"
+    assert "MOSS-Speech could not be loaded" in failed.message and "moss_speech" in failed.message
+    assert "echo demo" in failed.action and "model manager" in failed.action
+    statuses = events.of(EngineStatusChanged)
+    assert [s.loading for s in statuses] == [False, True, False]
     assert statuses[-1].info.name == "Echo demo" and "moss_speech" in statuses[-1].message
+
+
+def test_an_engine_that_cannot_be_built_at_start_leaves_the_echo_demo_answering() -> None:
+    settings = Settings().with_value("engine.kind", "moss_speech")
+    pipeline = create_live_pipeline(settings, backend=SounddeviceBackend(FakeSd([], [])))
+    events = Collector()
+    pipeline.subscribe(events)
+    pipeline.start(threaded=True)
+    [failed] = [e for e in events.wait_for(ErrorReported, 3)
+                if e.category == "engine_unavailable"]
+    pipeline.stop()
+    assert "not part of this build" in failed.message
+    loading, final = events.of(EngineStatusChanged)[1:]
+    assert loading.loading and "Loading MOSS-Speech" in loading.message
+    assert "echo demo answers meanwhile" in loading.message
+    assert final.info.is_demo and not final.loading
+
+
+def test_a_bad_model_folder_is_reported_and_a_retry_can_load_the_engine() -> None:
+    attempts: list[Settings] = []
+
+    def factory(settings: Settings) -> EchoEngine:
+        attempts.append(settings)
+        if len(attempts) == 1:
+            raise ValueError("/models/moss: config.json is missing")
+        return RecordingEngine()
+
+    pcm = np.zeros(16000, np.float32)
+    pipeline = Pipeline(Settings(), EchoEngine(), SimulatedBackend(SimulatedMicrophone(pcm,
+                        16000)), clock=WallClock(False), engine_factory=factory,
+                        load_engine=True)
+    events = Collector()
+    pipeline.subscribe(events)
+    pipeline.start(threaded=True)
+    [failed] = events.wait_for(ErrorReported)
+    assert "config.json is missing" in failed.message
+    pipeline.submit(ApplySettings(Settings(), reload_engine=True))  # nothing changed: rebuild
+    statuses = events.wait_for(EngineStatusChanged, 5)
+    pipeline.stop()
+    assert len(attempts) == 2 and statuses[-1].info.name == "Echo demo"
+    assert statuses[-1].message == "" and not statuses[-1].loading

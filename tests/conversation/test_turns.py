@@ -167,3 +167,48 @@ def test_stop_mute_and_mode_changes() -> None:
     assert len(s.of(t.TurnStarted)) == 2  # muted: speech is ignored
     s.call("set_muted", False).call("set_mode", "push_to_talk")
     assert s.controller.params.mode == "push_to_talk" and s.states()[-1] == S.IDLE
+
+
+def test_an_overlong_turn_ends_at_the_cap_and_speech_that_goes_on_needs_a_fresh_onset() -> None:
+    s = Script(speculative_start=False, max_user_turn_s=1.0).frames(SPEECH, 33)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.onset_s == pytest.approx(0.0)
+    assert ended.endpoint_s == pytest.approx(32 * FRAME_S)  # the first frame past 1.0 s
+    assert s.of(t.VadRestarted) and s.states()[-1] == S.RESPONDING
+    s.frames(SPEECH, 12)  # the same person goes on talking: a new utterance, a barge-in
+    assert s.of(t.ReplyInterrupted)[0].turn_id == 1
+    second = s.of(t.TurnStarted)[-1]
+    assert second.turn_id == 2 and second.onset_s >= 32 * FRAME_S - 1e-9
+
+
+def test_the_cap_ends_a_push_to_talk_turn_and_the_held_key_starts_nothing_more() -> None:
+    s = Script(mode="push_to_talk", max_user_turn_s=1.0).call("press").frames(SPEECH, 40)
+    assert len(s.of(t.TurnStarted)) == 1 and len(s.of(t.TurnEnded)) == 1
+    assert s.of(t.TurnEnded)[0].endpoint_s == pytest.approx(32 * FRAME_S)
+    s.call("release")
+    assert len(s.of(t.TurnEnded)) == 1
+    s.call("press").frames(SPEECH, 3)
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1, 2]
+
+
+def test_the_turn_cap_is_a_validated_setting() -> None:
+    assert t.TurnParams.from_settings(Settings()).max_user_turn_s == 60.0
+    capped = Settings().with_value("turn.max_user_turn_s", 20)
+    assert t.TurnParams.from_settings(capped).max_user_turn_s == 20.0
+    for bad in (0, 4.9, 601):
+        with pytest.raises(ValueError, match="max_user_turn_s"):
+            Settings().with_value("turn.max_user_turn_s", bad)
+
+
+def test_a_pause_by_the_app_keeps_the_persons_mute_switch() -> None:
+    s = Script(speculative_start=False).call("set_muted", True).call("set_paused", True)
+    s.call("set_paused", False).frames(SPEECH, 20)
+    assert not s.of(t.TurnStarted) and s.states()[-1] == S.IDLE  # still muted by the person
+    s.call("set_muted", False).call("set_paused", True).frames(SPEECH, 20)
+    assert not s.of(t.TurnStarted)
+    s.call("set_paused", False)
+    assert s.states()[-1] == S.LISTENING and s.of(t.VadRestarted)
+    s.frames(SPEECH, 7)
+    assert not s.of(t.TurnStarted)  # the speech heard while paused needs a fresh onset
+    s.frames(SPEECH, 2)
+    assert len(s.of(t.TurnStarted)) == 1

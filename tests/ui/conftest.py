@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from app.audio.ringbuffer import RingBuffer
 from app.engine.preflight import GIB, GpuMemory, GpuQuery
 from app.events import Command, PipelineEvent
-from app.ui.demo_port import RingBuffer
 
 SCREENSHOT_ENV = "MOSS_VOICE_SCREENSHOT_DIR"
 

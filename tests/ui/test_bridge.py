@@ -69,3 +69,11 @@ def test_background_work_reports_back_on_the_gui_thread(qtbot: QtBot) -> None:
     qtbot.waitUntil(lambda: len(results) == 2)
     assert (42, True) in results
     assert any(isinstance(r, ValueError) for r in results)
+
+
+def test_a_result_that_arrives_after_the_window_is_gone_is_dropped(qtbot: QtBot) -> None:
+    import shiboken6
+
+    bridge = UiBridge()
+    shiboken6.delete(bridge)  # what closing the window does to its bridge
+    bridge.post(object())  # from a worker that finished late: no exception in its thread

@@ -1,22 +1,26 @@
-"""A whole simulated conversation through the bridge, and ``--screenshot``."""
+"""The real pipeline behind the window: the demo conversation (echo engine, silero VAD,
+simulated devices fed from the bundled sample), GUI-thread stalls, and ``--screenshot``."""
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QMessageLogContext, QTimer, QtMsgType
 from PySide6.QtGui import QImage
 from pytestqt.qtbot import QtBot
 
-from app.events import ConversationState
+from app.conversation.demo import demo_conversation, demo_settings
+from app.events import ConversationState, StateChanged
 from app.settings import Settings
-from app.ui.demo_port import DEMO_TURNS, DemoConversationPort
+from app.ui.application import route_qt_message
 from app.ui.main_window import MainWindow
 from tests.ui.conftest import no_gpu
 
@@ -25,32 +29,52 @@ MAX_GUI_STALL_MS = 50.0
 
 def test_gui_thread_never_stalls_during_a_conversation(qtbot: QtBot,
                                                         screenshot_dir: Path) -> None:
-    port = DemoConversationPort(speed=5.0)
-    window = MainWindow(Settings().with_value("ui.first_run_done", True),
+    port = demo_conversation(speed=4.0)
+    window = MainWindow(demo_settings(Settings().with_value("ui.first_run_done", True)),
                         port_factory=lambda _s: port, gpu_query=no_gpu)
     qtbot.addWidget(window)
+    window.resize(1180, 800)
     window.show()
     qtbot.waitExposed(window)
-    window.start_conversation()
     beats: list[float] = []
     heartbeat = QTimer()
     heartbeat.setInterval(5)
     heartbeat.timeout.connect(lambda: beats.append(time.perf_counter()))
     heartbeat.start()
     frames_before = window.mic_wave.frames_drawn
-    port.start()
-    qtbot.waitUntil(port.finished.is_set, timeout=30_000)
+    running: list[float] = []  # when the first event of the running pipeline arrived
+    window.bridge.on(StateChanged, lambda _e: running or running.append(time.perf_counter()))
+    window.start_conversation()  # the pipeline starts on a background thread
+    qtbot.waitUntil(port.finished.is_set, timeout=60_000)
     qtbot.wait(100)  # the last queued events and frames land
     heartbeat.stop()
-    gaps_ms = [(b - a) * 1000 for a, b in itertools.pairwise(beats)]
+    assert port.error is None and port.result is not None
+    # The start (loading the VAD model holds the GIL once, ~20-40 ms here: BENCHMARKS.md) is
+    # not the conversation; from the first event on, the GUI thread must keep its pace.
+    gaps_ms = [(b - a) * 1000 for a, b in itertools.pairwise(beats) if a >= running[0]]
     assert len(gaps_ms) > 100
     print(f"max GUI gap {max(gaps_ms):.1f} ms over {len(gaps_ms)} beats")
     assert max(gaps_ms) < MAX_GUI_STALL_MS, f"GUI thread stalled {max(gaps_ms):.1f} ms"
-    # The conversation really went through the UI.
-    assert len(window.latency.records) == 2
-    assert len(window.transcript.model.entries) == 2 * len(DEMO_TURNS)
-    assert window.state_label.state == ConversationState.SPEAKING
-    seconds = (beats[-1] - beats[0])
+    # What the window shows is what the pipeline measured: two turns, the first one cut off.
+    measured = port.result.records
+    assert len(measured) == 2 and measured[0].barge_in is not None
+    assert window.latency.records == measured
+    assert f"{measured[-1].response_latency_ms:.0f} ms" in window.latency.response_label.text()
+    entries = window.transcript.model.entries
+    assert [(e.turn_id, e.role) for e in entries] == [(1, "user"), (1, "assistant"),
+                                                      (2, "user"), (2, "assistant")]
+    assert entries[1].interrupted and not entries[3].interrupted
+    user_bubble = window.transcript._bubbles[0]
+    assert f"{entries[0].duration_s:.1f} s" in user_bubble.header.text()
+    assert "not transcribed" in user_bubble.body.text()  # the echo demo has no recognition
+    assert "replays your" in entries[3].text
+    assert window.demo_badge.isVisible() and window.demo_badge.text().startswith("Echo demo")
+    assert window.state_label.state == ConversationState.LISTENING
+    reply = np.zeros(3 * 48000, np.float32)  # the reply waveform shows what was played
+    assert window.reply_wave._source is not None
+    assert window.reply_wave._source.read_latest(reply) == len(reply)
+    assert np.max(np.abs(reply)) > 0.05
+    seconds = beats[-1] - beats[0]
     assert window.mic_wave.frames_drawn - frames_before >= 0.5 * 30 * seconds
     window.grab().save(str(screenshot_dir / "main_window_conversation.png"))
 
@@ -65,6 +89,7 @@ def test_screenshot_flag_saves_the_window(tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
     result = run_app("--screenshot", str(shot), home=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert "propagateSizeHints" not in result.stderr  # dropped by the Qt message handler
     image = QImage(str(shot))
     assert image.width() >= 1000 and image.height() >= 700
     bad = run_app("--demo", home=tmp_path)
@@ -77,9 +102,24 @@ def test_screenshot_with_demo_conversation(tmp_path: Path, screenshot_dir: Path)
     result = run_app("--screenshot", str(shot), "--demo", home=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"Saved {shot}" in result.stdout
+    assert "Demo conversation (measured): 2 turns" in result.stdout
     image = QImage(str(shot))
     assert image.width() >= 1000
     assert not (tmp_path / "config" / "settings.toml").exists()  # a screenshot changes nothing
+
+
+def test_qt_messages_go_to_the_log_except_the_known_harmless_one(
+        caplog: pytest.LogCaptureFixture) -> None:
+    context = QMessageLogContext()
+    with caplog.at_level(logging.DEBUG, logger="qt"):
+        route_qt_message(QtMsgType.QtWarningMsg, context,
+                         "This plugin does not support propagateSizeHints()")
+        route_qt_message(QtMsgType.QtCriticalMsg, context, "QPainter::begin: Paint device "
+                         "returned engine == 0")
+        route_qt_message(QtMsgType.QtDebugMsg, None, "a debug line")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.ERROR, "QPainter::begin: Paint device returned engine == 0"),
+        (logging.DEBUG, "a debug line")]
 
 
 def test_ui_frames_bench_runs(capsys: pytest.CaptureFixture[str], qtbot: QtBot) -> None:
@@ -89,3 +129,4 @@ def test_ui_frames_bench_runs(capsys: pytest.CaptureFixture[str], qtbot: QtBot) 
                  "--speed", "25"]) == 0
     out = capsys.readouterr().out
     assert "waveform frame" in out and "500 events" in out and "heartbeat gaps" in out
+    assert "2 turns" in out

@@ -3,10 +3,11 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 from PySide6.QtGui import QColor
 from pytestqt.qtbot import QtBot
 
-from app.ui.demo_port import RingBuffer
+from app.audio.ringbuffer import RingBuffer
 from app.ui.waveform import SILENCE_DBFS, WaveformWidget
 
 
@@ -70,6 +71,20 @@ def test_frames_reuse_their_buffers(qtbot: QtBot) -> None:
     widget.resize(300, 60)
     qtbot.waitUntil(lambda: widget.buffer_ids() != ids)
     assert widget.column_extent(299) is not None
+
+
+def test_a_source_that_changes_rate_keeps_the_window_length(qtbot: QtBot) -> None:
+    from app.conversation.audio_io import ReplyWaveform
+
+    widget = make_widget(qtbot)
+    source = ReplyWaveform(24000)  # the pipeline's reply waveform before a device is open
+    widget.set_source(source)
+    source.use_rate(48000)  # the speaker that opened plays at 48 kHz
+    source.write(np.full(48000, 0.5, np.float32))
+    widget.refresh()
+    assert widget._per_col == pytest.approx(widget.window_s * 48000 / widget.width(), abs=1)
+    mid = (widget.height() - 1) / 2
+    assert widget.column_extent(widget.width() - 1)[0] < mid - 0.4 * mid  # shows the new audio
 
 
 def test_frame_timer_runs_at_30_fps_or_more() -> None:
