@@ -25,8 +25,8 @@ from app.engine.moss_speech.codec.hift import HiFTGenerator
 from app.engine.moss_speech.codec.whisper_vq import WhisperVQEncoder
 
 WHISPER_PREFIXES = ("encoder.", "model.encoder.")
-_WEIGHT_NORM_PAIRS = ((".parametrizations.weight.original0", ".parametrizations.weight.original1"),
-                      (".weight_g", ".weight_v"))
+_WEIGHT_NORM_PAIRS = (("parametrizations.weight.original0", "parametrizations.weight.original1"),
+                      ("weight_g", "weight_v"))
 
 
 class CodecLoadError(ValueError):
@@ -56,14 +56,14 @@ def read_pt(path: Path, label: str) -> dict[str, torch.Tensor]:
 def fold_weight_norm(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Replace every weight-norm (g, v) pair by weight = g · v / ‖v‖ (norm over all but dim 0)."""
     out = dict(state)
-    for g_suffix, v_suffix in _WEIGHT_NORM_PAIRS:
-        for key in [k for k in state if k.endswith(g_suffix)]:
-            base = key[: -len(g_suffix)]
-            g, v = out.pop(key), out.pop(base + v_suffix, None)
+    for g_name, v_name in _WEIGHT_NORM_PAIRS:
+        for key in [k for k in state if k == g_name or k.endswith("." + g_name)]:
+            prefix = key[: -len(g_name)]  # "" or "module.path."
+            g, v = out.pop(key), out.pop(prefix + v_name, None)
             if v is None:
-                raise CodecLoadError(f"weight-norm pair incomplete for '{base}'")
+                raise CodecLoadError(f"weight-norm pair incomplete for '{prefix}weight'")
             norm = v.float().norm(2, dim=tuple(range(1, v.ndim)), keepdim=True)
-            out[base + ".weight"] = (v.float() * (g.float() / norm)).to(v.dtype)
+            out[prefix + "weight"] = (v.float() * (g.float() / norm)).to(v.dtype)
     return out
 
 

@@ -27,7 +27,7 @@ from app.engine.moss_speech.codec.hift import HiFTGenerator
 from app.engine.moss_speech.codec.voice import VoiceConditioning
 
 MEL_CACHE_FRAMES = 8  # mel frames re-vocoded at each seam
-MIN_FIRST_HOP = 2  # codes: 4·hop mel frames must cover the 8-frame cache
+MIN_FIRST_HOP = 3  # codes: 1920·hop samples must exceed the 3840 held back for the fade
 
 FirstHop = Literal["aligned", "aggressive"]
 FinalPass = Literal["reference", "causal"]
