@@ -28,6 +28,7 @@ from app.engine.moss_speech.codec.voice import (
     SpeakerEmbedder,
     VoiceCache,
     VoiceConditioning,
+    VoiceFileError,
     compute_voice,
     read_voice_file,
 )
@@ -91,11 +92,11 @@ class MossSpeechCodec:
     def voice(self, path: Path | str) -> VoiceConditioning:
         """Voice conditioning of a WAV/FLAC file; raises VoiceFileError for unusable files."""
         path = Path(path)
+        if not path.is_file():
+            raise VoiceFileError(f"Voice file {path.name} does not exist; choose another file.")
         try:
             content = path.read_bytes()
         except OSError as exc:
-            from app.engine.moss_speech.codec.voice import VoiceFileError
-
             raise VoiceFileError(f"Voice file {path.name} cannot be read ({exc.strerror}); "
                                  "choose another file.") from exc
         key = self.voice_cache.key(content)
