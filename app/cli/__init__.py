@@ -15,6 +15,7 @@ from app import APP_NAME, __version__
 
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "app.cli.doctor",
+    "bench": "app.cli.bench",
 }
 
 

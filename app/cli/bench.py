@@ -6,7 +6,9 @@ import argparse
 import importlib
 
 # name -> module with add_arguments(parser) and run(args) -> int
-BENCHES: dict[str, str] = {}
+BENCHES: dict[str, str] = {
+    "codec": "app.cli.bench_codec",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

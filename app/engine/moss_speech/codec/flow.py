@@ -103,11 +103,12 @@ class Flow(nn.Module):
 
     def condition(self, prompt_feat: torch.Tensor, start: int, end: int) -> torch.Tensor:
         """CFM condition for frames [start, end): the prompt mel where it exists, else 0."""
-        cond = torch.zeros(1, self.config.mel_bins, end - start, device=prompt_feat.device,
-                           dtype=self.dtype)
+        weight = self.encoder_proj.weight
+        cond = torch.zeros(1, self.config.mel_bins, end - start, device=weight.device,
+                           dtype=weight.dtype)
         known = min(end, prompt_feat.shape[0])
         if known > start:
-            cond[0, :, :known - start] = prompt_feat[start:known].T.to(self.dtype)
+            cond[0, :, :known - start] = prompt_feat[start:known].T.to(weight)
         return cond
 
     @torch.inference_mode()

@@ -48,6 +48,10 @@ class KVCache:
         self.length += n
         return self._k[:, :, :self.length], self._v[:, :, :self.length]  # type: ignore[index]
 
+    def truncate(self, length: int) -> None:
+        """Forget positions from ``length`` on (their slots are overwritten by later appends)."""
+        self.length = min(self.length, length)
+
     def nbytes(self) -> int:
         """Bytes allocated (the buffers may be up to twice what is used)."""
         if self._k is None:

@@ -27,6 +27,17 @@ from app.engine.moss_speech.codec.whisper_vq import WhisperVQEncoder
 TINY_F0_HZ = 150.0  # the tiny F0 predictor's bias: voiced, so the source is harmonic
 
 
+def speech_like(seconds: float, rate: int, seed: int = 0, f0_hz: float = 140.0) -> np.ndarray:
+    """A voiced, syllable-modulated harmonic signal with a little noise: [T] float32."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    pitch = f0_hz * (1 + 0.05 * np.sin(2 * np.pi * 0.7 * t))
+    phase = 2 * np.pi * np.cumsum(pitch) / rate
+    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.1 * t) ** 2
+    return (0.2 * voiced * envelope + 0.005 * rng.standard_normal(len(t))).astype(np.float32)
+
+
 def randomize_(module: nn.Module, generator: torch.Generator, gain: float = 1.0) -> nn.Module:
     """Fill every parameter from ``generator``: norms 1/0, biases 0, Snake α 1, weights
     N(0, gain/√fan_in); embeddings N(0, 1)."""

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from app.engine.moss_speech.codec.config import WhisperVQConfig
+from app.engine.moss_speech.codec.layers import KVCache
 
 MEL_FRAMES_PER_TOKEN = 8  # conv2 stride 2 × average pooling 4
 CONV_CONTEXT_FRAMES = 2  # kernel 3, causal: two frames of left context per convolution
@@ -37,17 +38,14 @@ class EncoderLayer(nn.Module):
         self.fc2 = nn.Linear(ffn_dim, d_model)
         self.final_layer_norm = nn.LayerNorm(d_model)
 
-    def forward(self, x: torch.Tensor, cache: list[torch.Tensor]) -> torch.Tensor:
-        """x: [1, T, D] new positions; cache: [k, v] of earlier positions, extended in place."""
+    def forward(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """x: [1, T, D] new positions; cache: keys/values of earlier positions (extended)."""
         B, T, D = x.shape
         attn = self.self_attn
         h = self.self_attn_layer_norm(x)
         q, k, v = (proj(h).view(B, T, self.n_heads, -1).transpose(1, 2)
                    for proj in (attn.q_proj, attn.k_proj, attn.v_proj))  # [B, H, T, Dh]
-        if cache:
-            k = torch.cat([cache[0], k], dim=2)
-            v = torch.cat([cache[1], v], dim=2)
-        cache[:] = [k, v]
+        k, v = cache.append(k, v)
         past = k.shape[2] - T
         # query i (absolute past + i) sees keys 0 .. past + i
         allowed = torch.ones(T, k.shape[2], dtype=torch.bool, device=x.device).tril(past)
@@ -62,14 +60,12 @@ class EncoderState:
     """Per-segment state of an incremental encode: tokens done and per-layer keys/values."""
 
     n_tokens: int = 0
-    kv: list[list[torch.Tensor]] = field(default_factory=list)
+    kv: list[KVCache] = field(default_factory=list)
 
     def truncate(self, n_tokens: int, pooling_position: int, pooled_ratio: int) -> None:
         """Forget everything from token ``n_tokens`` on (causality makes the rest valid)."""
         for index, cache in enumerate(self.kv):
-            if cache:
-                keep = n_tokens if index >= pooling_position else n_tokens * pooled_ratio
-                cache[:] = [cache[0][:, :, :keep], cache[1][:, :, :keep]]
+            cache.truncate(n_tokens if index >= pooling_position else n_tokens * pooled_ratio)
         self.n_tokens = min(self.n_tokens, n_tokens)
 
 
@@ -94,7 +90,7 @@ class WhisperVQEncoder(nn.Module):
         return self.config.max_source_positions // self.config.pooling_kernel_size
 
     def new_state(self) -> EncoderState:
-        return EncoderState(kv=[[] for _ in self.layers])
+        return EncoderState(kv=[KVCache() for _ in self.layers])
 
     def truncate(self, state: EncoderState, n_tokens: int) -> None:
         state.truncate(n_tokens, self.config.pooling_position, self.config.pooling_kernel_size)
@@ -135,6 +131,16 @@ class WhisperVQEncoder(nn.Module):
         """Nearest codebook entry (squared L2, the reference's addmm form): [T, D] -> [T]."""
         codebook = self.codebook.weight.float()
         hidden = hidden.float()
-        distances = torch.addmm(codebook.pow(2).sum(1) + hidden.pow(2).sum(1, keepdim=True),
+        distances = torch.addmm(self._codebook_norms() + hidden.pow(2).sum(1, keepdim=True),
                                 hidden, codebook.t(), alpha=-2.0, beta=1.0)
         return distances.argmin(dim=1)
+
+    def _codebook_norms(self) -> torch.Tensor:
+        """‖c‖² per code, computed once per weight version (reading 16384×1280 every step
+        costs more than the step itself)."""
+        weight = self.codebook.weight
+        key = (weight.data_ptr(), weight._version, weight.device, weight.dtype)
+        if getattr(self, "_norms_key", None) != key:
+            self._norms = weight.float().pow(2).sum(1)
+            self._norms_key = key
+        return self._norms

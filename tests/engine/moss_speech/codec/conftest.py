@@ -5,26 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 import soundfile
 import torch
 
 from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning, load_codec
+from app.engine.moss_speech.codec.testing import speech_like
 from app.engine.moss_speech.testing import write_tiny_codec
 
 FAST_STEPS = 2  # Euler steps in fast tests; the 10-step default is tested separately
-
-
-def speech_like(seconds: float, rate: int, seed: int = 0, f0_hz: float = 140.0) -> np.ndarray:
-    """A voiced, syllable-modulated harmonic signal with a little noise: [T] float32."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * rate)) / rate
-    pitch = f0_hz * (1 + 0.05 * np.sin(2 * np.pi * 0.7 * t))
-    phase = 2 * np.pi * np.cumsum(pitch) / rate
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.1 * t) ** 2
-    return (0.2 * voiced * envelope + 0.005 * rng.standard_normal(len(t))).astype(np.float32)
 
 
 @pytest.fixture(scope="package", autouse=True)

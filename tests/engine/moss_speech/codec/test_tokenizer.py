@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from app.engine.moss_speech.codec import MossSpeechCodec, dsp
-
-from .conftest import speech_like
+from app.engine.moss_speech.codec.testing import speech_like
 
 
 @pytest.mark.parametrize(("n_samples", "expected"), [

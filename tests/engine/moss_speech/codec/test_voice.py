@@ -13,9 +13,7 @@ from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning, Voi
 from app.engine.moss_speech.codec.codec import MossSpeechCodec as CodecClass
 from app.engine.moss_speech.codec.config import CodecConfig
 from app.engine.moss_speech.codec.onnx_writer import speaker_model_reference
-from app.engine.moss_speech.codec.testing import _speaker_weights
-
-from .conftest import speech_like
+from app.engine.moss_speech.codec.testing import _speaker_weights, speech_like
 
 
 def test_voice_tensors(codec: MossSpeechCodec, voice: VoiceConditioning, voice_wav: Path) -> None:
