@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--utterance-seconds", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=10, help="Euler steps (the model uses 10)")
     parser.add_argument("--final", choices=("reference", "causal"), default="reference")
+    parser.add_argument("--reuse-voice-prefix", action="store_true",
+                        help="keep the voice prompt's flow state between replies")
     parser.add_argument("--reference", action="store_true",
                         help="also time the whole-prefix recompute of the reference protocol")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
@@ -122,8 +124,15 @@ def _time_encode(codec: MossSpeechCodec, args: argparse.Namespace) -> dict[str, 
 
 def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.Tensor,
                  args: argparse.Namespace, flow_cache: bool) -> dict[str, Any]:
+    reuse = args.reuse_voice_prefix and flow_cache
+    result: dict[str, Any] = {}
+    if reuse:  # the first reply with a voice builds its prefix state; later replies reuse it
+        codec.clear_caches()
+        _, result["voice_prefix_ms"] = _timed(codec, lambda: codec.stream_decoder(
+            voice, args.chunk, reuse_voice_prefix=True, n_timesteps=args.steps).close())
+        result["voice_prefix_mib"] = round(codec.cache_nbytes() / 2 ** 20, 1)
     decoder = codec.stream_decoder(voice, args.chunk, final=args.final, flow_cache=flow_cache,
-                                   n_timesteps=args.steps)
+                                   reuse_voice_prefix=reuse, n_timesteps=args.steps)
     steps: list[dict[str, Any]] = []
     for index in range(len(codes)):
         before = decoder.steps
@@ -132,7 +141,7 @@ def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.
             steps.append({"chunk": len(steps), "ms": ms,
                           "cache_mib": round(decoder.cache_nbytes() / 2 ** 20, 1)})
     _, finish_ms = _timed(codec, decoder.finish)
-    return {"first_chunk_ms": steps[0]["ms"] if steps else None, "chunks": steps,
+    return {**result, "first_chunk_ms": steps[0]["ms"] if steps else None, "chunks": steps,
             "finish_ms": finish_ms, "audio_s_per_chunk": args.chunk * 0.08}
 
 
@@ -152,6 +161,9 @@ def _format(result: dict[str, Any]) -> str:
         if key not in result:
             continue
         stream = result[key]
+        if "voice_prefix_ms" in stream:
+            lines.append(f"voice prefix state: built once in {stream['voice_prefix_ms']} ms, "
+                         f"holds {stream['voice_prefix_mib']} MiB while the voice is in use")
         lines.append(f"{title}: first chunk {stream['first_chunk_ms']} ms, finish "
                      f"{stream['finish_ms']} ms; each chunk is "
                      f"{stream['audio_s_per_chunk']:.2f} s of audio")

@@ -32,17 +32,25 @@ class KVCache:
         self._k: torch.Tensor | None = None
         self._v: torch.Tensor | None = None
         self.length = 0
+        self.shared = False  # buffers belong to another cache too: copy before writing
+
+    def fork(self) -> KVCache:
+        """A cache with the same contents that shares the buffers until its first append
+        (then it copies them); the original is never written through a fork."""
+        other = KVCache()
+        other._k, other._v, other.length, other.shared = self._k, self._v, self.length, True
+        return other
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = k.shape[2]
-        if self._k is None or self.length + n > self._k.shape[2]:
+        if self._k is None or self.shared or self.length + n > self._k.shape[2]:
             capacity = max(2 * (self.length + n), 64)
             new_k = k.new_empty(*k.shape[:2], capacity, k.shape[3])
             new_v = v.new_empty(*v.shape[:2], capacity, v.shape[3])
             if self._k is not None and self.length:
                 new_k[:, :, :self.length] = self._k[:, :, :self.length]
                 new_v[:, :, :self.length] = self._v[:, :, :self.length]  # type: ignore[index]
-            self._k, self._v = new_k, new_v
+            self._k, self._v, self.shared = new_k, new_v, False
         self._k[:, :, self.length:self.length + n] = k
         self._v[:, :, self.length:self.length + n] = v  # type: ignore[index]
         self.length += n

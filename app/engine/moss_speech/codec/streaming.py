@@ -38,8 +38,8 @@ class StreamDecoder:
 
     def __init__(self, flow: Flow, hift: HiFTGenerator, voice: VoiceConditioning, *,
                  first_hop: FirstHop = "aligned", final: FinalPass = "reference",
-                 flow_cache: bool = True, seed: int = 0, n_timesteps: int | None = None
-                 ) -> None:
+                 flow_cache: bool = True, seed: int = 0, n_timesteps: int | None = None,
+                 prefix: FlowStream | None = None) -> None:
         if first_hop not in ("aligned", "aggressive") or final not in ("reference", "causal"):
             raise ValueError(f"unknown first_hop {first_hop!r} or final {final!r}")
         self.flow, self.hift, self.voice = flow, hift, voice
@@ -58,7 +58,8 @@ class StreamDecoder:
         self.samples_out = 0
         self.finished = False
         self._flow_stream: FlowStream | None = FlowStream(
-            flow, voice.prompt_codes, voice.prompt_mel, voice.xvector, n_timesteps)
+            flow, voice.prompt_codes, voice.prompt_mel, voice.xvector, n_timesteps,
+            prefix=prefix if flow_cache else None)
         self._mel_cache: torch.Tensor | None = None
         self._source_cache: torch.Tensor | None = None
         self._speech_cache: torch.Tensor | None = None

@@ -14,6 +14,7 @@ from app.engine.moss_speech.codec.testing import speech_like
 from app.engine.moss_speech.testing import write_tiny_codec
 
 FAST_STEPS = 2  # Euler steps in fast tests; the 10-step default is tested separately
+Codes = Callable[..., torch.Tensor]  # the make_codes fixture: (n, seed=0) -> codes [n]
 
 
 @pytest.fixture(scope="package", autouse=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import pytest
 import torch
@@ -12,9 +11,7 @@ from torch import nn
 from app.engine.moss_speech.codec import CodecConfig, MossSpeechCodec, VoiceConditioning
 from app.engine.moss_speech.codec.flow import ConditionalCFM, Flow, FlowStream
 
-from .conftest import FAST_STEPS
-
-Codes = Callable[..., torch.Tensor]
+from .conftest import FAST_STEPS, Codes
 
 
 def _infer(flow: Flow, voice: VoiceConditioning, codes: torch.Tensor, streaming: bool,

@@ -9,6 +9,8 @@ import torch
 from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning
 from app.engine.moss_speech.codec.loader import fold_weight_norm
 
+from .conftest import Codes
+
 
 @pytest.mark.parametrize("frames", [1, 8, 33])
 def test_480_samples_per_mel_frame(codec: MossSpeechCodec, frames: int) -> None:
@@ -43,7 +45,7 @@ def test_cached_source_replaces_the_start_of_the_source(codec: MossSpeechCodec) 
 
 
 def test_decode_length_and_determinism(codec: MossSpeechCodec, voice: VoiceConditioning,
-                                       make_codes) -> None:
+                                       make_codes: Codes) -> None:
     codes = make_codes(9, seed=3)
     state = torch.get_rng_state()
     pcm = codec.decode(codes, voice, seed=1, n_timesteps=2)

@@ -12,7 +12,7 @@ from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning
 from app.engine.moss_speech.codec.hift import HiFTGenerator
 from app.engine.moss_speech.codec.streaming import StreamDecoder
 
-from .conftest import FAST_STEPS
+from .conftest import FAST_STEPS, Codes
 
 
 def _stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.Tensor,
@@ -30,7 +30,7 @@ def _stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.Tenso
     (23, 5, "aggressive", "causal"), (40, 5, "aligned", "causal"),
     (31, 25, "aggressive", "reference"), (70, 25, "aligned", "causal")])
 def test_total_samples_are_1920_per_code(codec: MossSpeechCodec, voice: VoiceConditioning,
-                                         make_codes, n_codes: int, chunk: int,
+                                         make_codes: Codes, n_codes: int, chunk: int,
                                          first_hop: str, final: str) -> None:
     pcm, _ = _stream(codec, voice, make_codes(n_codes), chunk=chunk, first_hop=first_hop,
                      final=final)
@@ -40,7 +40,7 @@ def test_total_samples_are_1920_per_code(codec: MossSpeechCodec, voice: VoiceCon
 
 @pytest.mark.parametrize("first_hop", ["aligned", "aggressive"])
 def test_first_audio_needs_the_prompt_aligned_hop_plus_3_lookahead(
-        codec: MossSpeechCodec, voice: VoiceConditioning, make_codes,
+        codec: MossSpeechCodec, voice: VoiceConditioning, make_codes: Codes,
         first_hop: str) -> None:
     prompt = len(voice.prompt_codes)
     pad = (-prompt) % 5
@@ -54,7 +54,7 @@ def test_first_audio_needs_the_prompt_aligned_hop_plus_3_lookahead(
 
 
 def test_cached_flow_gives_the_same_audio_as_the_reference_recompute(
-        codec: MossSpeechCodec, voice: VoiceConditioning, make_codes) -> None:
+        codec: MossSpeechCodec, voice: VoiceConditioning, make_codes: Codes) -> None:
     codes = make_codes(33, seed=4)
     cached, _ = _stream(codec, voice, codes, feed=4, chunk=5, seed=3)
     recomputed, _ = _stream(codec, voice, codes, feed=4, chunk=5, seed=3, flow_cache=False)
@@ -103,7 +103,7 @@ def _reference_token2wav(codec: MossSpeechCodec, voice: VoiceConditioning,
 
 @pytest.mark.parametrize(("n_codes", "chunk"), [(27, 5), (61, 25)])
 def test_stream_follows_the_reference_protocol(codec: MossSpeechCodec,
-                                               voice: VoiceConditioning, make_codes,
+                                               voice: VoiceConditioning, make_codes: Codes,
                                                n_codes: int, chunk: int) -> None:
     codes = make_codes(n_codes, seed=5)
     expected = _reference_token2wav(codec, voice, codes, chunk, seed=11)
@@ -130,7 +130,7 @@ class _RecordingHiFT:
 
 
 def test_seams_are_continuous(codec: MossSpeechCodec, voice: VoiceConditioning,
-                              make_codes) -> None:
+                              make_codes: Codes) -> None:
     """Away from seams the stream equals one vocoding of the whole mel and source; at each
     seam the cross-fade keeps it close to that continuous signal, where naively concatenated
     chunks are far from it."""
@@ -164,7 +164,7 @@ def test_seams_are_continuous(codec: MossSpeechCodec, voice: VoiceConditioning,
     assert min(naive_errors) > 2 * max(overlap_errors)  # it can tell a seam without the protocol
 
 
-def test_lifecycle(codec: MossSpeechCodec, voice: VoiceConditioning, make_codes) -> None:
+def test_lifecycle(codec: MossSpeechCodec, voice: VoiceConditioning, make_codes: Codes) -> None:
     decoder = codec.stream_decoder(voice, chunk=5, n_timesteps=FAST_STEPS)
     with decoder:
         decoder.push(make_codes(12))
@@ -181,7 +181,7 @@ def test_lifecycle(codec: MossSpeechCodec, voice: VoiceConditioning, make_codes)
 
 
 def test_streaming_is_deterministic_and_leaves_the_global_rng_alone(
-        codec: MossSpeechCodec, voice: VoiceConditioning, make_codes) -> None:
+        codec: MossSpeechCodec, voice: VoiceConditioning, make_codes: Codes) -> None:
     codes = make_codes(14, seed=8)
     state = torch.get_rng_state()
     first, _ = _stream(codec, voice, codes, chunk=5, seed=4)
@@ -189,3 +189,28 @@ def test_streaming_is_deterministic_and_leaves_the_global_rng_alone(
     second, _ = _stream(codec, voice, codes, chunk=5, seed=4)
     third, _ = _stream(codec, voice, codes, chunk=5, seed=5)
     assert np.array_equal(first, second) and not np.array_equal(first, third)
+
+
+@pytest.mark.parametrize(("chunk", "first_hop"), [(5, "aligned"), (5, "aggressive"),
+                                                  (25, "aligned")])
+def test_reusing_the_voice_prefix_changes_nothing_but_the_work(
+        codec: MossSpeechCodec, voice: VoiceConditioning, make_codes: Codes, chunk: int,
+        first_hop: str) -> None:
+    codes = make_codes(2 * chunk + 9, seed=9)
+    plain, _ = _stream(codec, voice, codes, feed=2, chunk=chunk, first_hop=first_hop)
+    codec.clear_caches()
+    assert codec.cache_nbytes() == 0
+    for _reply in range(2):  # the second reply must find the shared state unchanged
+        reused, _ = _stream(codec, voice, codes, feed=2, chunk=chunk, first_hop=first_hop,
+                            reuse_voice_prefix=True)
+        assert np.allclose(reused, plain, atol=1e-6)
+    held = codec.cache_nbytes()
+    assert held > 0
+    decoder = codec.stream_decoder(voice, chunk, reuse_voice_prefix=True,
+                                   n_timesteps=FAST_STEPS)
+    lookahead = 3
+    assert decoder._flow_stream.tokens_done == (  # the prompt chunks are already done
+        (len(voice.prompt_codes) - lookahead) // chunk * chunk)
+    assert codec.cache_nbytes() == held
+    codec.clear_caches()
+    assert codec.cache_nbytes() == 0
