@@ -19,6 +19,7 @@ from safetensors import safe_open
 from torch import nn
 
 from app.engine.folders import verify_codec_folder
+from app.engine.moss_speech.codec.codec import MossSpeechCodec
 from app.engine.moss_speech.codec.config import CodecConfig, read_codec_config
 from app.engine.moss_speech.codec.flow import Flow
 from app.engine.moss_speech.codec.hift import HiFTGenerator
@@ -141,12 +142,11 @@ def codec_fingerprint(folder: Path, config: CodecConfig) -> str:
 
 def load_codec(codec_dir: Path | str, device: torch.device | str = "cpu",
                dtype: torch.dtype = torch.float32, *, voice_cache_dir: Path | None = None,
-               streaming_chunks: tuple[int, ...] = ()):  # -> MossSpeechCodec
+               streaming_chunks: tuple[int, ...] = ()) -> MossSpeechCodec:
     """Load the codec folder (verified first). ``dtype`` applies to the tokenizer and flow
     networks; the front ends, the CFM solve output and HiFT stay float32. Chunk-trained flows
     load on first use, or now for ``streaming_chunks``. Raises FolderError, CodecConfigError or
     CodecLoadError with a message a person can act on."""
-    from app.engine.moss_speech.codec.codec import MossSpeechCodec
     from app.engine.moss_speech.codec.voice import SpeakerEmbedder
 
     folder = Path(codec_dir)

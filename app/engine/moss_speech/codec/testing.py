@@ -18,10 +18,12 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from app.engine.moss_speech.codec.codec import MossSpeechCodec
 from app.engine.moss_speech.codec.config import CodecConfig
 from app.engine.moss_speech.codec.flow import Flow
 from app.engine.moss_speech.codec.hift import HiFTGenerator, Snake
 from app.engine.moss_speech.codec.onnx_writer import speaker_model_bytes
+from app.engine.moss_speech.codec.voice import SpeakerEmbedder
 from app.engine.moss_speech.codec.whisper_vq import WhisperVQEncoder
 
 TINY_F0_HZ = 150.0  # the tiny F0 predictor's bias: voiced, so the source is harmonic
@@ -97,10 +99,9 @@ def tiny_speaker_model(config: CodecConfig, seed: int = 0) -> bytes:
 
 def build_random_codec(config: CodecConfig, device: torch.device | str = "cpu",
                        dtype: torch.dtype = torch.float32, seed: int = 0,
-                       chunks: tuple[int, ...] = (5,), voice_cache_dir: Path | None = None):
+                       chunks: tuple[int, ...] = (5,), voice_cache_dir: Path | None = None
+                       ) -> MossSpeechCodec:
     """An in-memory codec with random weights at any size (the CAM++ stand-in is tiny)."""
-    from app.engine.moss_speech.codec.codec import MossSpeechCodec
-    from app.engine.moss_speech.codec.voice import SpeakerEmbedder
 
     encoder, flows, hift = random_modules(config, seed, chunks)
     encoder.to(device=device, dtype=dtype)
