@@ -144,9 +144,7 @@ def _preprocessor_json(config: CodecConfig) -> dict:
 
 def _flow_yaml(config: CodecConfig) -> str:
     """A HyperPyYAML file in the CosyVoice2 style (tags and references included)."""
-    f, e, d, h = config.flow, config.flow.encoder, config.flow.estimator, config.hift
-    dil = json.dumps([list(x) for x in h.resblock_dilation_sizes])
-    src_dil = json.dumps([list(x) for x in h.source_resblock_dilation_sizes])
+    f, h = config.flow, config.hift
     return f"""# tiny random codec for tests (moss-voice); layout of CosyVoice2's cosyvoice2.yaml
 sample_rate: {h.sampling_rate}
 token_frame_rate: 25
@@ -154,7 +152,12 @@ token_mel_ratio: {f.token_mel_ratio}
 chunk_size: 25
 spk_embed_dim: {f.spk_embed_dim}
 
-flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
+""" + _flow_section(config) + "\n" + _hift_section(config)
+
+
+def _flow_section(config: CodecConfig) -> str:
+    f, e, d = config.flow, config.flow.encoder, config.flow.estimator
+    return f"""flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
     input_size: {e.input_size}
     output_size: {f.mel_bins}
     spk_embed_dim: !ref <spk_embed_dim>
@@ -204,8 +207,14 @@ flow: !new:cosyvoice.flow.flow.CausalMaskedDiffWithXvec
             act_fn: 'gelu'
             static_chunk_size: !ref <chunk_size> * <token_mel_ratio>
             num_decoding_left_chunks: -1
+"""
 
-hift: !new:cosyvoice.hifigan.generator.HiFTGenerator
+
+def _hift_section(config: CodecConfig) -> str:
+    h = config.hift
+    dil = json.dumps([list(x) for x in h.resblock_dilation_sizes])
+    src_dil = json.dumps([list(x) for x in h.source_resblock_dilation_sizes])
+    return f"""hift: !new:cosyvoice.hifigan.generator.HiFTGenerator
     in_channels: {h.in_channels}
     base_channels: {h.base_channels}
     nb_harmonics: {h.nb_harmonics}
