@@ -14,6 +14,7 @@ import json
 import platform
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported only when the bench runs
@@ -137,8 +138,8 @@ def _time_encode(codec: MossSpeechCodec, args: argparse.Namespace) -> dict[str, 
     stream = codec.stream_encoder()
     push_ms = []
     for start in range(0, len(audio), 1600):  # 100 ms of audio per push
-        _, ms = _timed(codec, lambda start=start: stream.push(audio[start:start + 1600]))
-        push_ms.append(ms)
+        piece = audio[start:start + 1600]
+        push_ms.append(_timed(codec, partial(stream.push, piece))[1])
     _, finish_ms = _timed(codec, stream.finish)
     return {"encode_ms_per_audio_s": round(whole_ms / args.utterance_seconds, 1),
             "encode_push_100ms_mean_ms": round(sum(push_ms) / len(push_ms), 1),
@@ -159,7 +160,7 @@ def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.
     steps: list[dict[str, Any]] = []
     for index in range(len(codes)):
         before = decoder.steps
-        _, ms = _timed(codec, lambda index=index: decoder.push(codes[index:index + 1]))
+        _, ms = _timed(codec, partial(decoder.push, codes[index:index + 1]))
         if decoder.steps > before:
             steps.append({"chunk": len(steps), "ms": ms,
                           "cache_mib": round(decoder.cache_nbytes() / 2 ** 20, 1)})

@@ -78,7 +78,7 @@ class MossSpeechCodec:
 
     # -- speech -> codes ----------------------------------------------------------------------
 
-    def encode(self, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> torch.LongTensor:
+    def encode(self, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> torch.Tensor:
         """Codes of a whole utterance ([T] or [C, T] at any rate; channel 0 is used)."""
         return self.tokenizer.encode(pcm, sample_rate)
 

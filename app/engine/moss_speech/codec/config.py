@@ -246,13 +246,13 @@ class _Ref(str):
 
 def _construct_tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
     if suffix.startswith("ref"):
-        return _Ref(loader.construct_scalar(node))  # type: ignore[arg-type]
+        return _Ref(loader.construct_scalar(node))
     if isinstance(node, yaml.MappingNode):
         data = loader.construct_mapping(node, deep=True)
         return {**data, "_class": suffix.split(":", 1)[-1]}
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node, deep=True)
-    return {"_class": suffix.split(":", 1)[-1], "_value": loader.construct_scalar(node)}  # type: ignore[arg-type]
+    return {"_class": suffix.split(":", 1)[-1], "_value": loader.construct_scalar(node)}
 
 
 _TaggedLoader.add_multi_constructor("!", _construct_tagged)
@@ -283,7 +283,7 @@ def _resolve(value: Any, top: Mapping[str, Any], depth: int = 0) -> Any:
         names = re.findall(r"<([^<>]+)>", value)
         if len(names) == 1 and value.strip() == f"<{names[0]}>":
             return _resolve(top.get(names[0]), top, depth + 1)
-        expr = value
+        expr = str(value)
         for name in names:
             resolved = _resolve(top.get(name), top, depth + 1)
             if not isinstance(resolved, (int, float)):
@@ -336,13 +336,17 @@ def read_flow_yaml(path: Path) -> tuple[FlowConfig, HiFTConfig]:
     return _flow_from(flow_raw), _hift_from(hift_raw)
 
 
+def _section(raw: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _flow_from(raw: Mapping[str, Any]) -> FlowConfig:
     where = "flow/config.yaml (flow)"
-    enc_raw = raw.get("encoder") if isinstance(raw.get("encoder"), dict) else {}
-    dec_raw = raw.get("decoder") if isinstance(raw.get("decoder"), dict) else {}
-    est_raw = dec_raw.get("estimator") if isinstance(dec_raw.get("estimator"), dict) else {}
-    cfm_raw = dec_raw.get("cfm_params") if isinstance(dec_raw.get("cfm_params"), dict) else {}
-    cfm_raw = cfm_raw.get("content", cfm_raw) if isinstance(cfm_raw, dict) else {}
+    enc_raw, dec_raw = _section(raw, "encoder"), _section(raw, "decoder")
+    est_raw = _section(dec_raw, "estimator")
+    cfm_raw = _section(dec_raw, "cfm_params")
+    cfm_raw = _section(cfm_raw, "content") or cfm_raw  # omegaconf DictConfig wraps `content`
     encoder = _pick(FlowEncoderConfig, {**enc_raw, "pre_lookahead_len": raw.get(
         "pre_lookahead_len")}, {n: n for n in FlowEncoderConfig.__dataclass_fields__}, where)
     if enc_raw.get("input_size") is None and raw.get("input_size") is not None:
@@ -369,8 +373,7 @@ def _flow_from(raw: Mapping[str, Any]) -> FlowConfig:
 
 def _hift_from(raw: Mapping[str, Any]) -> HiFTConfig:
     where = "flow/config.yaml (hift)"
-    istft = raw.get("istft_params") if isinstance(raw.get("istft_params"), dict) else {}
-    f0 = raw.get("f0_predictor") if isinstance(raw.get("f0_predictor"), dict) else {}
+    istft, f0 = _section(raw, "istft_params"), _section(raw, "f0_predictor")
     merged = {**raw, "istft_n_fft": istft.get("n_fft"), "istft_hop": istft.get("hop_len"),
               "f0_cond_channels": f0.get("cond_channels")}
     return _pick(HiFTConfig, merged, {n: n for n in HiFTConfig.__dataclass_fields__}, where)

@@ -37,7 +37,7 @@ FBANK_POVEY_POWER = 0.85
 FBANK_EPS = float(torch.finfo(torch.float32).eps)
 
 
-def _hz_to_mel_slaney(freq: np.ndarray) -> np.ndarray:
+def _hz_to_mel_slaney(freq: np.ndarray | float) -> np.ndarray:
     freq = np.asarray(freq, dtype=np.float64)
     f_sp = 200.0 / 3
     mels = freq / f_sp

@@ -10,6 +10,7 @@ chunk-causal over mel frames when streaming. Module names follow the checkpoint 
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -83,6 +84,17 @@ class GELUProj(nn.Module):
         return F.gelu(self.proj(x))
 
 
+class FeedForward(nn.Module):
+    """GELU MLP ×4 (keys ``net.0.proj``, ``net.2``; index 1 is the reference's dropout)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.net = nn.ModuleList([GELUProj(dim, 4 * dim), nn.Identity(), nn.Linear(4 * dim, dim)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net[2](self.net[0](x))
+
+
 class TransformerBlock(nn.Module):
     """Self-attention + GELU feed-forward (×4), pre-LayerNorm (keys norm1/attn1/norm3/ff)."""
 
@@ -91,15 +103,12 @@ class TransformerBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim)
         self.attn1 = Attention(dim, heads, dim_head)
         self.norm3 = nn.LayerNorm(dim)
-        self.ff = nn.Module()
-        self.ff.net = nn.ModuleList([GELUProj(dim, 4 * dim), nn.Identity(),
-                                     nn.Linear(4 * dim, dim)])
+        self.ff = FeedForward(dim)
 
     def forward(self, x: torch.Tensor, start: int, chunk: int,
                 cache: StepCache | None) -> torch.Tensor:
         x = x + self.attn1(self.norm1(x), start, chunk, cache)
-        h = self.norm3(x)
-        return x + self.ff.net[2](self.ff.net[0](h))
+        return x + self.ff(self.norm3(x))
 
 
 class TimestepEmbedding(nn.Module):
@@ -118,6 +127,15 @@ def sinusoidal_time(t: torch.Tensor, dim: int, scale: float = 1000.0) -> torch.T
     freqs = torch.exp(torch.arange(half, device=t.device).float() * -(math.log(10000) / (half - 1)))
     angles = scale * t[:, None] * freqs[None, :]
     return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+def _level(modules: nn.Module) -> tuple[CausalResnetBlock1D, nn.ModuleList, CausalConv1d | None]:
+    """(resnet, transformer blocks, resampling conv or None) of one U-Net level; the levels are
+    plain ModuleLists so that the checkpoint keys (``down_blocks.0.1.2...``) line up."""
+    parts = list(modules.children())
+    conv = parts[2] if len(parts) > 2 else None
+    return (cast(CausalResnetBlock1D, parts[0]), cast(nn.ModuleList, parts[1]),
+            cast(CausalConv1d | None, conv))
 
 
 class CausalConditionalDecoder(nn.Module):
@@ -161,15 +179,16 @@ class CausalConditionalDecoder(nn.Module):
                 h = block(h, start, chunk, cache)
             return h.transpose(1, 2)
 
-        resnet, blocks, downsample = self.down_blocks[0]
+        resnet, blocks, downsample = _level(self.down_blocks[0])
         h = attend(blocks, resnet(h, time_emb, cache))
         skip = h
-        h = downsample(h, cache)
-        for resnet, blocks in self.mid_blocks:
+        h = downsample(h, cache) if downsample is not None else h
+        for mid in self.mid_blocks:
+            resnet, blocks, _ = _level(mid)
             h = attend(blocks, resnet(h, time_emb, cache))
-        resnet, blocks, upsample = self.up_blocks[0]
+        resnet, blocks, upsample = _level(self.up_blocks[0])
         h = attend(blocks, resnet(torch.cat([h, skip], dim=1), time_emb, cache))
-        h = upsample(h, cache)
+        h = upsample(h, cache) if upsample is not None else h
         h = self.final_block(h, cache)
         if cache is not None:
             cache["frames"] = start + x.shape[2]

@@ -10,10 +10,10 @@ next one. ``finish`` decodes the rest. Every code yields exactly 1920 samples in
 Cost: with ``flow_cache`` (default) each step computes only the new chunk, reusing the
 keys/values of earlier chunks (chunk-causal attention makes this exact); only its attention over
 those cached keys grows with prompt + reply. Without it each step recomputes the whole prefix
-like the reference. The cache holds ~4.4 MiB per mel frame at full size in float32. ``final="reference"`` ends with one full-context
-pass over all codes as the reference does (its cost grows with the reply); ``final="causal"``
-ends with one more cached chunk-causal step instead (flat cost; the chunk-trained flow was
-trained with chunk masks).
+like the reference. The cache holds ~4.4 MiB per mel frame at full size in float32.
+``final="reference"`` ends with one full-context pass over all codes as the reference does (its
+cost grows with the reply); ``final="causal"`` ends with one more cached chunk-causal step
+instead (flat cost; the chunk-trained flow was trained with chunk masks).
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ class StreamDecoder:
     def cache_nbytes(self) -> int:
         return self._flow_stream.cache_nbytes() if self._flow_stream is not None else 0
 
+    @property
+    def _stream(self) -> FlowStream:
+        if self._flow_stream is None:
+            raise RuntimeError("the stream decoder is closed; start a new stream_decoder()")
+        return self._flow_stream
+
     def next_hop(self) -> int:
         """Codes the next step will turn into audio."""
         if self.cursor:
@@ -108,7 +114,7 @@ class StreamDecoder:
         pieces = []
         if len(self.codes):
             if self.final == "causal":
-                mel = self._flow_stream.advance(self.codes, len(self.codes), finalize=True)
+                mel = self._stream.advance(self.codes, len(self.codes), finalize=True)
             else:
                 mel = self.flow.inference(self.codes, self.voice.prompt_codes,
                                           self.voice.prompt_mel, self.voice.xvector,
@@ -124,7 +130,7 @@ class StreamDecoder:
         """One non-final step: mel for codes [cursor, end) and its audio minus the overlap."""
         known = self.codes[:end + self.lookahead]
         if self.flow_cache:
-            mel = self._flow_stream.advance(known, end, finalize=False)
+            mel = self._stream.advance(known, end, finalize=False)
         else:  # the reference: recompute the flow over the whole prefix
             mel = self.flow.inference(known, self.voice.prompt_codes, self.voice.prompt_mel,
                                       self.voice.xvector, streaming=True, finalize=False,

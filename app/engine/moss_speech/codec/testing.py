@@ -61,8 +61,9 @@ def _materialize(module: nn.Module) -> nn.Module:
     """Allocate a meta-built module on the CPU (contents are filled by randomize_)."""
     module.to_empty(device="cpu")
     for child in module.modules():
-        if hasattr(child, "reset_buffers"):
-            child.reset_buffers()
+        reset = getattr(child, "reset_buffers", None)
+        if callable(reset):
+            reset()
     return module
 
 

@@ -58,8 +58,8 @@ class SpeechTokenizer:
         return dsp.whisper_raw_log_mel(pcm_16k.to(self.device), fe.n_fft, fe.hop_length,
                                        fe.n_mels, mode)
 
-    def encode(self, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> torch.LongTensor:
-        """Codes of a whole utterance: LongTensor [n] on the CPU, values in [0, 16384)."""
+    def encode(self, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> torch.Tensor:
+        """Codes of a whole utterance: int64 [n] on the CPU, values in [0, 16384)."""
         audio = as_mono_tensor(pcm)
         if sample_rate != self.front_end.sample_rate_hz:
             audio = dsp.resample(audio, sample_rate, self.front_end.sample_rate_hz)
@@ -164,11 +164,11 @@ class StreamEncoder:
         self._finished = False
 
     @property
-    def codes(self) -> torch.LongTensor:
+    def codes(self) -> torch.Tensor:
         """All codes so far (the last ones may still be revised until ``finish``)."""
         return torch.tensor(self._done + self._segment.codes, dtype=torch.long)
 
-    def push(self, pcm_16k: np.ndarray | torch.Tensor) -> torch.LongTensor:
+    def push(self, pcm_16k: np.ndarray | torch.Tensor) -> torch.Tensor:
         if self._finished:
             raise RuntimeError("push() after finish(); start a new stream_encoder()")
         audio = as_mono_tensor(pcm_16k, "pcm_16k")
@@ -183,7 +183,7 @@ class StreamEncoder:
         self._note(self._segment.encode_available(complete_frames // MEL_FRAMES_PER_TOKEN))
         return self._new_codes()
 
-    def finish(self) -> torch.LongTensor:
+    def finish(self) -> torch.Tensor:
         """Encode the rest (padding as the reference batch encode) and return every code."""
         if not self._finished:
             self._finished = True
@@ -213,7 +213,7 @@ class StreamEncoder:
         if index < self._returned and (self.revised_from is None or index < self.revised_from):
             self.revised_from = index
 
-    def _new_codes(self) -> torch.LongTensor:
+    def _new_codes(self) -> torch.Tensor:
         codes = self._done + self._segment.codes
         new = codes[self._returned:]
         self._returned = len(codes)

@@ -22,17 +22,24 @@ MEL_FRAMES_PER_TOKEN = 8  # conv2 stride 2 × average pooling 4
 CONV_CONTEXT_FRAMES = 2  # kernel 3, causal: two frames of left context per convolution
 
 
+class SelfAttentionProjections(nn.Module):
+    """Whisper's attention weights (k_proj has no bias); the math is in EncoderLayer."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+
 class EncoderLayer(nn.Module):
-    """Pre-LN Whisper encoder layer with causal self-attention (k_proj has no bias)."""
+    """Pre-LN Whisper encoder layer with causal self-attention."""
 
     def __init__(self, d_model: int, n_heads: int, ffn_dim: int) -> None:
         super().__init__()
         self.n_heads = n_heads
-        self.self_attn = nn.Module()
-        self.self_attn.q_proj = nn.Linear(d_model, d_model)
-        self.self_attn.k_proj = nn.Linear(d_model, d_model, bias=False)
-        self.self_attn.v_proj = nn.Linear(d_model, d_model)
-        self.self_attn.out_proj = nn.Linear(d_model, d_model)
+        self.self_attn = SelfAttentionProjections(d_model)
         self.self_attn_layer_norm = nn.LayerNorm(d_model)
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
