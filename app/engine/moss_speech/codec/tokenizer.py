@@ -151,7 +151,9 @@ class StreamEncoder:
     ``finish()`` returns all codes, equal to ``SpeechTokenizer.encode`` of the same audio.
 
     ``revised_from`` is the index of the first code that changed after it was returned by
-    ``push`` (because a louder sound raised Whisper's floor), or None when none changed.
+    ``push`` (because a louder sound raised Whisper's floor), or None when none changed; the
+    corrected values are in ``codes`` (``push`` only returns codes past what it returned before).
+    Each push runs the encoder once over all its weights, so on a CPU push ≥ 0.5 s at a time.
     """
 
     def __init__(self, tokenizer: SpeechTokenizer) -> None:
