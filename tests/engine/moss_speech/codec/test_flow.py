@@ -96,9 +96,10 @@ def test_cached_streaming_flow_equals_the_reference_recompute(
     prompt = len(voice.prompt_codes)
     codes = make_codes(chunk + (-prompt) % chunk + chunk + 3 + 4, seed=1)  # 2 steps + a tail
     stream = FlowStream(flow, voice.prompt_codes, voice.prompt_mel, voice.xvector, FAST_STEPS)
-    cursor, hop, steps = 0, chunk + (-prompt) % chunk, 0
+    cursor, hop, steps, pieces = 0, chunk + (-prompt) % chunk, 0, []
     while len(codes) - cursor >= hop + 3:
         cached = stream.advance(codes[:cursor + hop + 3], cursor + hop, finalize=False)
+        pieces.append(cached)
         reference = _infer(flow, voice, codes[:cursor + hop + 3], streaming=True,
                            finalize=False)[:, :, 4 * cursor:]
         assert cached.shape == reference.shape == (1, 80, 4 * hop)
@@ -108,6 +109,9 @@ def test_cached_streaming_flow_equals_the_reference_recompute(
     tail = stream.advance(codes, len(codes), finalize=True)
     one_pass = _infer(flow, voice, codes, streaming=True, finalize=True)
     assert torch.allclose(tail, one_pass[:, :, 4 * cursor:], atol=1e-5, rtol=1e-5)
+    # so the whole streamed mel is the offline chunk-causal pass over all codes
+    streamed = torch.cat([*pieces, tail], dim=2)
+    assert torch.allclose(streamed, one_pass, atol=1e-5, rtol=1e-5)
     assert stream.cache_nbytes() > 0
 
 
