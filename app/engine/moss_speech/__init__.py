@@ -1,8 +1,9 @@
-"""Native MOSS-Speech in PyTorch (no trust_remote_code, no upstream model code).
+"""Native MOSS-Speech in PyTorch: the AR model and the codec (no trust_remote_code, no upstream
+model code).
 
 Public entry points, imported lazily so ``import app.engine.moss_speech`` stays cheap:
 ``load_model``, ``MossSpeechModel`` (``forward_grid``), ``load_tokenizer``, ``build_prompt``,
-``generate_rows``, ``GenerationSession``, ``Sampling``, ``MossSpeechConfig``.
+``generate_rows``, ``GenerationSession``, ``Sampling``, ``MossSpeechConfig``, ``load_codec``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _EXPORTS = {
     "reply_codes": "app.engine.moss_speech.reply",
     "reply_text": "app.engine.moss_speech.reply",
     "ReplyStream": "app.engine.moss_speech.reply",
+    "load_codec": "app.engine.moss_speech.codec",
 }
 
 __all__ = sorted(_EXPORTS)

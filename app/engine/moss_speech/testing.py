@@ -15,7 +15,10 @@ import torch
 from safetensors.torch import save_file
 
 from app.engine.folders import expected_lm_shapes
+from app.engine.moss_speech.codec.testing import write_tiny_codec
 from app.engine.moss_speech.config import MossSpeechConfig
+
+__all__ = ["write_tiny_checkpoint", "write_tiny_codec"]
 
 TINY_SPECIAL_TOKENS = {  # id → (string, special); 151667 is <think> in Qwen3 and not special
     151643: ("<|endoftext|>", True),
@@ -104,3 +107,4 @@ def tiny_tokenizer_json() -> dict:
                   "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": vocab, "merges": []},
     }
+

@@ -1,0 +1,196 @@
+"""Codec speed: encode ms per second of audio, voice prompt, offline decode, first-chunk and
+per-chunk streaming decode ms versus chunk index (random weights, tiny or full size).
+
+``--size full`` builds the published widths in memory (Whisper-VQ 16×1280, flow 512/256, HiFT
+512; about 2.4 GB in float32) with random weights; the CAM++ model is the tiny stand-in either
+way. ``--reference`` also times the reference protocol, which recomputes the flow over the
+whole code prefix at every chunk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported only when the bench runs
+    import torch
+
+    from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                        help="tokenizer and flow precision (HiFT always runs in float32)")
+    parser.add_argument("--chunk", type=int, choices=(5, 25), default=5)
+    parser.add_argument("--chunks", type=int, default=12, help="streaming steps to time")
+    parser.add_argument("--voice-seconds", type=float, default=3.0)
+    parser.add_argument("--utterance-seconds", type=float, default=10.0)
+    parser.add_argument("--steps", type=int, default=10, help="Euler steps (the model uses 10)")
+    parser.add_argument("--final", choices=("reference", "causal"), default="reference")
+    parser.add_argument("--reuse-voice-prefix", action="store_true",
+                        help="keep the voice prompt's flow state between replies")
+    parser.add_argument("--reference", action="store_true",
+                        help="also time the whole-prefix recompute of the reference protocol")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each measurement N times and keep the fastest (busy machines)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    codec = _build(args)
+    result: dict[str, Any] = {"size": args.size, "device": str(codec.device), "dtype": args.dtype,
+                              "chunk": args.chunk, "steps": args.steps,
+                              "threads": torch.get_num_threads(), "machine": platform.node()}
+    result["repeat"] = args.repeat
+    result.update(_best(_time_encode(codec, args) for _ in range(args.repeat)))
+    voice = _voice(codec, args.voice_seconds)
+    result["voice_ms"] = min(_timed(codec, lambda: _voice(codec, args.voice_seconds))[1]
+                             for _ in range(args.repeat))
+    result["voice_codes"] = len(voice.prompt_codes)
+    n_codes = args.chunks * args.chunk + args.chunk + 3
+    codes = torch.randint(0, 16384, (n_codes,), generator=torch.Generator().manual_seed(1))
+    result["offline_decode_ms"] = min(_timed(codec, lambda: codec.decode(
+        codes, voice, n_timesteps=args.steps))[1] for _ in range(args.repeat))
+    result["offline_codes"] = n_codes
+    result["stream"] = _best(_time_stream(codec, voice, codes, args, flow_cache=True)
+                             for _ in range(args.repeat))
+    if args.reference:
+        result["stream_reference"] = _best(
+            _time_stream(codec, voice, codes, args, flow_cache=False)
+            for _ in range(args.repeat))
+    print(json.dumps(result, indent=2) if args.json else _format(result))
+    return 0
+
+
+def _best(runs: Any) -> dict[str, Any]:
+    """Element-wise minimum of repeated measurements (numbers, and per-chunk lists)."""
+    best: dict[str, Any] = {}
+    for run_result in runs:
+        for key, value in run_result.items():
+            if key not in best or value is None:
+                best[key] = value
+            elif key == "chunks":
+                best[key] = [{**a, "ms": min(a["ms"], b["ms"])} for a, b in zip(
+                    best[key], value, strict=True)]
+            elif isinstance(value, (int, float)) and key.endswith("ms"):
+                best[key] = min(best[key], value)
+    return best
+
+
+def _build(args: argparse.Namespace) -> MossSpeechCodec:
+    import tempfile
+    from pathlib import Path
+
+    import torch
+
+    from app.engine.moss_speech.codec import CodecConfig, load_codec
+    from app.engine.moss_speech.codec.testing import build_random_codec, write_tiny_codec
+
+    dtype = getattr(torch, args.dtype)
+    scratch = Path(tempfile.mkdtemp(prefix="moss-voice-bench-"))
+    if args.size == "tiny":  # through the real folder layout and loader
+        folder = write_tiny_codec(scratch / "codec")
+        return load_codec(folder, args.device, dtype, voice_cache_dir=scratch / "voices",
+                          streaming_chunks=(args.chunk,))
+    return build_random_codec(CodecConfig.full(), args.device, dtype, chunks=(args.chunk,),
+                              voice_cache_dir=scratch / "voices")
+
+
+def _sync(codec: MossSpeechCodec) -> None:
+    import torch
+
+    if codec.device.type == "cuda":
+        torch.cuda.synchronize(codec.device)
+
+
+def _timed(codec: MossSpeechCodec, fn: Callable[[], Any]) -> tuple[Any, float]:
+    _sync(codec)
+    start = time.perf_counter()
+    out = fn()
+    _sync(codec)
+    return out, round((time.perf_counter() - start) * 1000, 1)
+
+
+def _voice(codec: MossSpeechCodec, seconds: float) -> VoiceConditioning:
+    from app.engine.moss_speech.codec.testing import speech_like
+
+    return codec.voice_from_samples(speech_like(seconds, 44100, seed=3), 44100)
+
+
+def _time_encode(codec: MossSpeechCodec, args: argparse.Namespace) -> dict[str, Any]:
+    from app.engine.moss_speech.codec.testing import speech_like
+
+    audio = speech_like(args.utterance_seconds, 16000, seed=2)
+    codec.encode(audio[:16000], 16000)  # warm-up
+    _, whole_ms = _timed(codec, lambda: codec.encode(audio, 16000))
+    stream = codec.stream_encoder()
+    push_ms = []
+    for start in range(0, len(audio), 1600):  # 100 ms of audio per push
+        piece = audio[start:start + 1600]
+        push_ms.append(_timed(codec, partial(stream.push, piece))[1])
+    _, finish_ms = _timed(codec, stream.finish)
+    return {"encode_ms_per_audio_s": round(whole_ms / args.utterance_seconds, 1),
+            "encode_push_100ms_mean_ms": round(sum(push_ms) / len(push_ms), 1),
+            "encode_push_100ms_max_ms": max(push_ms), "encode_finish_ms": finish_ms}
+
+
+def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.Tensor,
+                 args: argparse.Namespace, flow_cache: bool) -> dict[str, Any]:
+    reuse = args.reuse_voice_prefix and flow_cache
+    result: dict[str, Any] = {}
+    if reuse:  # the first reply with a voice builds its prefix state; later replies reuse it
+        codec.clear_caches()
+        _, result["voice_prefix_ms"] = _timed(codec, lambda: codec.stream_decoder(
+            voice, args.chunk, reuse_voice_prefix=True, n_timesteps=args.steps).close())
+        result["voice_prefix_mib"] = round(codec.cache_nbytes() / 2 ** 20, 1)
+    decoder = codec.stream_decoder(voice, args.chunk, final=args.final, flow_cache=flow_cache,
+                                   reuse_voice_prefix=reuse, n_timesteps=args.steps)
+    steps: list[dict[str, Any]] = []
+    for index in range(len(codes)):
+        before = decoder.steps
+        _, ms = _timed(codec, partial(decoder.push, codes[index:index + 1]))
+        if decoder.steps > before:
+            steps.append({"chunk": len(steps), "ms": ms,
+                          "cache_mib": round(decoder.cache_nbytes() / 2 ** 20, 1)})
+    _, finish_ms = _timed(codec, decoder.finish)
+    return {**result, "first_chunk_ms": steps[0]["ms"] if steps else None, "chunks": steps,
+            "finish_ms": finish_ms, "audio_s_per_chunk": args.chunk * 0.08}
+
+
+def _format(result: dict[str, Any]) -> str:
+    lines = [f"codec bench: size={result['size']} device={result['device']} "
+             f"dtype={result['dtype']} chunk={result['chunk']} steps={result['steps']} "
+             f"threads={result['threads']} (best of {result['repeat']})",
+             f"encode: {result['encode_ms_per_audio_s']} ms per second of audio (whole); "
+             f"incremental 100 ms pushes: mean {result['encode_push_100ms_mean_ms']} ms, "
+             f"max {result['encode_push_100ms_max_ms']} ms, finish "
+             f"{result['encode_finish_ms']} ms",
+             f"voice prompt ({result['voice_codes']} codes): {result['voice_ms']} ms",
+             f"offline decode of {result['offline_codes']} codes: "
+             f"{result['offline_decode_ms']} ms"]
+    for key, title in (("stream", "streaming (cached flow)"),
+                       ("stream_reference", "streaming (reference: whole-prefix recompute)")):
+        if key not in result:
+            continue
+        stream = result[key]
+        if "voice_prefix_ms" in stream:
+            lines.append(f"voice prefix state: built once in {stream['voice_prefix_ms']} ms, "
+                         f"holds {stream['voice_prefix_mib']} MiB while the voice is in use")
+        lines.append(f"{title}: first chunk {stream['first_chunk_ms']} ms, finish "
+                     f"{stream['finish_ms']} ms; each chunk is "
+                     f"{stream['audio_s_per_chunk']:.2f} s of audio")
+        lines.append("  chunk  ms       cache MiB")
+        lines += [f"  {s['chunk']:>5}  {s['ms']:>7}  {s['cache_mib']:>9}" for s in stream["chunks"]]
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""Building blocks with explicit streaming state, shared by the flow encoder and estimator.
+
+A ``StepCache`` (a dict) carries the history of one streaming computation: each causal
+convolution keeps its last ``kernel − 1`` inputs and each attention layer its keys and values,
+stored under the module's ``cache_key`` (its dotted name, set by ``assign_cache_keys``). Passing
+``cache=None`` computes a whole sequence from position 0, which is what the offline decode and
+the reference-protocol recompute do; passing a cache computes only the new positions and gives
+the same numbers, because every mask is chunk-causal and every convolution causal.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+StepCache = dict  # cache_key -> tensor / KVCache, plus a few integer offsets
+
+
+def assign_cache_keys(root: nn.Module) -> None:
+    """Give every streaming submodule a unique, stable cache key (its dotted module name)."""
+    for name, module in root.named_modules():
+        if isinstance(module, (CausalConv1d, KVAttention)):
+            module.cache_key = name or "root"
+
+
+class KVCache:
+    """Keys and values of earlier positions, in buffers that grow by doubling (no O(n) copy
+    per chunk). ``append`` returns views over everything so far: [B, H, T, D]."""
+
+    def __init__(self) -> None:
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+        self.length = 0
+        self.shared = False  # buffers belong to another cache too: copy before writing
+
+    def fork(self) -> KVCache:
+        """A cache with the same contents that shares the buffers until its first append
+        (then it copies them); the original is never written through a fork."""
+        other = KVCache()
+        other._k, other._v, other.length, other.shared = self._k, self._v, self.length, True
+        return other
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = k.shape[2]
+        if self._k is None or self.shared or self.length + n > self._k.shape[2]:
+            capacity = max(2 * (self.length + n), 64)
+            new_k = k.new_empty(*k.shape[:2], capacity, k.shape[3])
+            new_v = v.new_empty(*v.shape[:2], capacity, v.shape[3])
+            if self._k is not None and self.length:
+                new_k[:, :, :self.length] = self._k[:, :, :self.length]
+                new_v[:, :, :self.length] = self._v[:, :, :self.length]  # type: ignore[index]
+            self._k, self._v, self.shared = new_k, new_v, False
+        self._k[:, :, self.length:self.length + n] = k
+        self._v[:, :, self.length:self.length + n] = v  # type: ignore[index]
+        self.length += n
+        return self._k[:, :, :self.length], self._v[:, :, :self.length]  # type: ignore[index]
+
+    def truncate(self, length: int) -> None:
+        """Forget positions from ``length`` on (their slots are overwritten by later appends)."""
+        self.length = min(self.length, length)
+
+    def nbytes(self) -> int:
+        """Bytes allocated (the buffers may be up to twice what is used)."""
+        if self._k is None:
+            return 0
+        return 2 * self._k.element_size() * self._k.numel()
+
+
+def cache_nbytes(cache: StepCache | list) -> int:
+    """Bytes held by the keys/values and convolution histories of a cache (or list of caches)."""
+    if isinstance(cache, list):
+        return sum(cache_nbytes(c) for c in cache)
+    total = 0
+    for value in cache.values():
+        if isinstance(value, KVCache):
+            total += value.nbytes()
+        elif isinstance(value, torch.Tensor):
+            total += value.numel() * value.element_size()
+    return total
+
+
+class CausalConv1d(nn.Conv1d):
+    """Conv1d padded on the left only; with a cache, the left context is the previous call's
+    last inputs instead of zeros."""
+
+    cache_key = ""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int,
+                 dilation: int = 1) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, dilation=dilation)
+        self.context = dilation * (kernel_size - 1)
+
+    def forward(self, x: torch.Tensor, cache: StepCache | None = None) -> torch.Tensor:
+        """x: [B, C, T] new frames -> [B, C_out, T]."""
+        if cache is None:
+            return super().forward(F.pad(x, (self.context, 0)))
+        history = cache.get(self.cache_key)
+        if history is None:
+            history = x.new_zeros(x.shape[0], x.shape[1], self.context)
+        x = torch.cat([history, x], dim=2)
+        cache[self.cache_key] = x[:, :, x.shape[2] - self.context:]
+        return super().forward(x)
+
+
+def chunk_mask(query_start: int, n_queries: int, n_keys: int, chunk: int,
+               device: torch.device) -> torch.Tensor | None:
+    """Allowed (query, key) pairs when position i sees every key before the end of its chunk
+    (all left chunks): [n_queries, n_keys] bool; None when nothing is masked."""
+    if chunk <= 0:
+        return None
+    queries = torch.arange(query_start, query_start + n_queries, device=device)
+    chunk_end = (queries // chunk + 1) * chunk
+    keys = torch.arange(n_keys, device=device)
+    allowed = keys[None, :] < chunk_end[:, None]
+    return None if bool(allowed.all()) else allowed
+
+
+class KVAttention(nn.Module):
+    """Base for attention layers that can keep their keys and values in a StepCache."""
+
+    cache_key = ""
+
+    def keys_values(self, k: torch.Tensor, v: torch.Tensor,
+                    cache: StepCache | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if cache is None:
+            return k, v
+        kv = cache.get(self.cache_key)
+        if kv is None:
+            kv = cache[self.cache_key] = KVCache()
+        return kv.append(k, v)

@@ -1,0 +1,173 @@
+"""Voice conditioning from a WAV/FLAC file (contract §3.3, pitfall 13).
+
+Three tensors describe the voice the replies speak in: the prompt's Whisper-VQ codes (audio
+resampled straight to 16 kHz), its 24 kHz 80-bin mel (4 frames per code) and a CAM++ speaker
+x-vector (Kaldi fbank of the audio taken to 24 kHz and then to 16 kHz, through onnxruntime).
+Results are cached by file content in memory and on disk (safetensors, no pickle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile
+import torch
+from safetensors.torch import load_file, save_file
+
+from app.engine.moss_speech.codec import dsp
+
+log = logging.getLogger(__name__)
+
+MIN_VOICE_S = 1.0
+MAX_VOICE_S = 60.0
+MEMORY_CACHE_SIZE = 4
+
+
+class VoiceFileError(ValueError):
+    """A voice-prompt file cannot be used; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class VoiceConditioning:
+    """What the flow needs to speak in a voice (all on the CPU, float32 / int64)."""
+
+    prompt_codes: torch.Tensor  # [P] int64 Whisper-VQ codes of the prompt
+    prompt_mel: torch.Tensor  # [4·P, 80] float32 log-mel at 24 kHz
+    xvector: torch.Tensor  # [192] float32 CAM++ speaker embedding
+    source: str = ""  # file name, for messages
+    cache_key: str = ""  # keyed content hash (voice cache)
+
+    @property
+    def duration_s(self) -> float:
+        return self.prompt_mel.shape[0] / 50.0
+
+
+def read_voice_file(path: Path) -> tuple[np.ndarray, int]:
+    """Samples [C, T] float32 and rate of a voice file, or a VoiceFileError that explains."""
+    name = path.name
+    if not path.is_file():
+        raise VoiceFileError(f"Voice file {name} does not exist; choose another file.")
+    try:
+        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except (RuntimeError, soundfile.LibsndfileError, TypeError, ValueError) as exc:
+        raise VoiceFileError(f"Voice file {name} is not an audio file this app can read "
+                             f"({exc}). Use a WAV or FLAC recording.") from exc
+    samples = np.ascontiguousarray(data.T)  # [C, T]
+    seconds = samples.shape[1] / rate if rate else 0.0
+    if samples.shape[1] == 0:
+        raise VoiceFileError(f"Voice file {name} is empty. Record 3–20 s of clear speech.")
+    if not np.isfinite(samples).all():
+        raise VoiceFileError(f"Voice file {name} contains invalid (NaN or infinite) samples; "
+                             "export it again or choose another file.")
+    if seconds < MIN_VOICE_S:
+        raise VoiceFileError(f"Voice file {name} is only {seconds:.2f} s long; the voice "
+                             f"prompt needs at least {MIN_VOICE_S:.0f} s (3–20 s works best).")
+    if seconds > MAX_VOICE_S:
+        raise VoiceFileError(f"Voice file {name} is {seconds:.0f} s long; the limit is "
+                             f"{MAX_VOICE_S:.0f} s. Trim it (3–20 s works best).")
+    return samples, int(rate)
+
+
+class SpeakerEmbedder:
+    """CAM++ x-vector through onnxruntime (CPU, one intra-op thread as the reference)."""
+
+    def __init__(self, model: Path | bytes) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            self.session = onnxruntime.InferenceSession(
+                model if isinstance(model, bytes) else str(model), sess_options=options,
+                providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ValueError(f"flow/campplus.onnx cannot be loaded ({exc}); download the codec "
+                             "again") from exc
+        self.input_name = self.session.get_inputs()[0].name
+
+    def __call__(self, pcm_16k: torch.Tensor) -> torch.Tensor:
+        feat = dsp.kaldi_fbank(pcm_16k.cpu())
+        feat = feat - feat.mean(dim=0, keepdim=True)
+        out = self.session.run(None, {self.input_name: feat[None].numpy()})[0]
+        return torch.from_numpy(np.asarray(out, dtype=np.float32).reshape(-1))
+
+
+def compute_voice(samples: np.ndarray, rate: int, encode: Callable[[np.ndarray, int], torch.Tensor],
+                  embed_speaker: SpeakerEmbedder, mel_bins: int = 80,
+                  source: str = "", cache_key: str = "") -> VoiceConditioning:
+    """The three conditioning tensors from samples [C, T] at ``rate``."""
+    codes = encode(samples[0], rate)  # channel 0, straight to 16 kHz (as the tokenizer path)
+    mono = torch.from_numpy(samples.mean(axis=0))  # channel mean (as CosyVoice's load_wav)
+    pcm_24k = dsp.resample(mono, rate, dsp.PROMPT_SAMPLE_RATE_HZ)
+    mel = dsp.prompt_mel(pcm_24k, mel_bins)
+    xvector = embed_speaker(dsp.resample(pcm_24k, dsp.PROMPT_SAMPLE_RATE_HZ,
+                                         dsp.FBANK_SAMPLE_RATE_HZ))
+    n_codes = min(mel.shape[0] // 4, len(codes))
+    return VoiceConditioning(prompt_codes=codes[:n_codes].to(torch.long).cpu(),
+                             prompt_mel=mel[:4 * n_codes].contiguous().cpu(), xvector=xvector,
+                             source=source, cache_key=cache_key)
+
+
+class VoiceCache:
+    """Voice conditioning by (file content, codec) in memory and in ``folder`` on disk."""
+
+    def __init__(self, folder: Path | None, codec_fingerprint: str) -> None:
+        self.folder = folder
+        self.fingerprint = codec_fingerprint
+        self._memory: OrderedDict[str, VoiceConditioning] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, content: bytes) -> str:
+        return hashlib.sha256(self.fingerprint.encode() + content).hexdigest()
+
+    def get(self, key: str, source: str) -> VoiceConditioning | None:
+        voice = self._memory.get(key)
+        if voice is None:
+            voice = self._read_disk(key, source)
+        if voice is not None:
+            self.hits += 1
+            self._remember(key, voice)
+        else:
+            self.misses += 1
+        return voice
+
+    def put(self, key: str, voice: VoiceConditioning) -> None:
+        self._remember(key, voice)
+        if self.folder is None:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = self.folder / f"{key}.tmp"
+            save_file({"prompt_codes": voice.prompt_codes, "prompt_mel": voice.prompt_mel,
+                       "xvector": voice.xvector}, str(tmp))
+            tmp.replace(self.folder / f"{key}.safetensors")
+        except OSError as exc:  # a cache that cannot be written is only slower
+            log.warning("voice cache not written (%s)", exc)
+
+    def _remember(self, key: str, voice: VoiceConditioning) -> None:
+        self._memory[key] = voice
+        self._memory.move_to_end(key)
+        while len(self._memory) > MEMORY_CACHE_SIZE:
+            self._memory.popitem(last=False)
+
+    def _read_disk(self, key: str, source: str) -> VoiceConditioning | None:
+        if self.folder is None:
+            return None
+        path = self.folder / f"{key}.safetensors"
+        if not path.is_file():
+            return None
+        try:
+            tensors = load_file(str(path))
+            return VoiceConditioning(tensors["prompt_codes"], tensors["prompt_mel"],
+                                     tensors["xvector"], source, key)
+        except Exception as exc:  # a damaged cache entry is recomputed, never fatal
+            log.warning("voice cache entry %s unreadable (%s); recomputing", path.name, exc)
+            return None
