@@ -187,15 +187,17 @@ def lm_weight_files(folder: Path) -> list[Path]:
     raise FolderError(f"no weights: neither {LM_INDEX_FILE} nor {LM_SINGLE_FILE} is present")
 
 
-def load_json(path: Path) -> dict[str, Any]:
+def load_json(path: Path, missing_hint: str = "",
+              error: type[FolderError] = FolderError) -> dict[str, Any]:
+    """A JSON object from a model/codec folder; ``error`` names each problem by file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise FolderError(f"{path.name}: missing") from exc
+        raise error(f"{path.name}: missing{missing_hint}") from exc
     except (OSError, ValueError) as exc:
-        raise FolderError(f"{path.name}: not valid JSON ({exc})") from exc
+        raise error(f"{path.name}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
-        raise FolderError(f"{path.name}: not a JSON object")
+        raise error(f"{path.name}: not a JSON object")
     return data
 
 

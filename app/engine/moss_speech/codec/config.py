@@ -9,7 +9,6 @@ tolerant safe loader that never imports or runs anything, and fall back to the p
 from __future__ import annotations
 
 import ast
-import json
 import operator
 import re
 from collections.abc import Mapping
@@ -19,8 +18,10 @@ from typing import Any
 
 import yaml
 
+from app.engine.folders import FolderError, load_json
 
-class CodecConfigError(ValueError):
+
+class CodecConfigError(FolderError):
     """A codec configuration file is missing, unreadable or describes an unsupported codec."""
 
 
@@ -163,15 +164,7 @@ class CodecConfig:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise CodecConfigError(f"{path.name}: missing; download the codec again") from exc
-    except (OSError, ValueError) as exc:
-        raise CodecConfigError(f"{path.name}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise CodecConfigError(f"{path.name}: not a JSON object")
-    return data
+    return load_json(path, "; download the codec again", CodecConfigError)
 
 
 def _pick(cls: type, source: Mapping[str, Any], names: Mapping[str, str], where: str) -> Any:
