@@ -10,6 +10,7 @@ BENCHES: dict[str, str] = {
     "ui-frames": "app.ui.bench_frames",
     "voice-loop": "app.cli.bench_voice_loop",
     "engine": "app.cli.bench_engine",
+    "bundle": "app.cli.bench_bundle",
 }
 
 
