@@ -102,6 +102,29 @@ def check_voice_activity_model(ctx: SelfTestContext) -> str:
     return f"{silero_model_path().name}, silence scores {silence:.3f}"
 
 
+def check_audio_library(ctx: SelfTestContext) -> str:
+    """PortAudio loads: a bundle must use the copy it carries; from source a missing system
+    library is reported, not failed (the app runs without audio and says so)."""
+    from app.audio.backend import AudioUnavailableError
+    from app.audio.probe import probe_audio
+    from app.audio.sounddevice_backend import load_sounddevice
+
+    bundle_root = getattr(sys, "_MEIPASS", None)
+    try:
+        sd = load_sounddevice()
+    except AudioUnavailableError as exc:
+        if bundle_root:
+            raise
+        return f"not available ({exc})"
+    library = Path(str(sd._libname))
+    if bundle_root and sys.platform != "darwin" and Path(bundle_root) not in library.parents:
+        raise RuntimeError(f"PortAudio was loaded from {library}, not from the bundle")
+    audio = probe_audio()
+    devices = (f"{len(audio['inputs'])} inputs, {len(audio['outputs'])} outputs"
+               if audio["available"] else audio["reason"])
+    return f"{library.name} ({sd.get_portaudio_version()[1].split(',')[0]}); {devices}"
+
+
 def check_echo_conversation(ctx: SelfTestContext) -> str:
     """The bundled sample through the real pipeline with the echo engine on simulated devices."""
     from app.audio.simulated import SimulatedMicrophone
@@ -187,6 +210,7 @@ STEPS: list[Step] = [
     Step("bundled resources", check_resources),
     Step("offline mode", check_offline_mode),
     Step("voice activity model", check_voice_activity_model),
+    Step("audio library", check_audio_library),
     Step("echo conversation", check_echo_conversation),
     Step("window", check_qt),
     Step("tiny language model", check_tiny_language_model),

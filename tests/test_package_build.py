@@ -61,9 +61,10 @@ def test_bundle_is_lean(built: dict) -> None:
     assert (internal / "silero_vad" / "data" / "silero_vad.onnx").is_file()
     assert not (internal / "silero_vad" / "__init__.py").exists()  # the file alone
     for absent in ("tests", "pytest", "_pytest", "mypy", "torch/test", "torch/include",
-                   "PySide6/Qt/plugins/platforms/libqvnc.so"):
+                   "PySide6/Qt/plugins/platforms/libqvnc.so", "libasound.so.2"):
         assert not (internal / absent).exists(), absent
     assert (internal / "torch" / "bin" / "torch_shm_manager").is_file()
+    assert (internal / "libportaudio.so.2").is_file()  # audio without a system PortAudio
     assert built["trimmed_bytes"] > 50 * 2**20
 
 

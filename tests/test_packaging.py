@@ -8,6 +8,7 @@ import ast
 import configparser
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,11 +71,12 @@ def test_spec_keeps_the_app_and_its_qt_platforms(spec: dict[str, object]) -> Non
               "PySide6/Qt/plugins/imageformats/libqsvg.so",
               "PySide6/Qt/plugins/iconengines/libqsvgicon.so",
               "torch/lib/libtorch_cpu.so", "torch/lib/torch_cpu.dll", "resources/icons/a.png",
-              "torch/bin/torch_shm_manager"]  # import torch looks for it
+              "torch/bin/torch_shm_manager",  # import torch looks for it
+              "libportaudio.so.2", "libjack.so.0"]
     for path in needed:
         assert not dropped(path), path
     for path in ("torch/bin/protoc", "torch/test/Dict_test", "torch/lib/libtorchbind_test.so",
-                 "PySide6/Qt/plugins/platforms/libqvnc.so"):
+                 "PySide6/Qt/plugins/platforms/libqvnc.so", "libasound.so.2"):
         assert dropped(path), path
     excluded = list(spec["EXCLUDED_MODULES"])  # type: ignore[call-overload]
     assert not {"app", "torch", "PySide6", "onnxruntime", "numpy"} & set(excluded)
@@ -228,6 +230,41 @@ def test_runtime_hook_keeps_a_flag_the_person_set() -> None:
     flags = run_hook({"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0"})
     assert flags["HF_HUB_OFFLINE"] == "0" and flags["hub_offline"] == "False"
     assert flags["HF_HUB_DISABLE_TELEMETRY"] == "1"
+
+
+def system_portaudio_file() -> Path | None:
+    """The file of the system PortAudio this process loads (Linux), if there is one."""
+    try:
+        import sounddevice  # noqa: F401
+    except OSError:
+        return None
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if "libportaudio" in line:
+            return Path(line.split()[-1])
+    return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux library lookup")
+def test_runtime_hook_points_sounddevice_at_the_bundled_portaudio(tmp_path: Path) -> None:
+    """Without the hook, find_library searches only the system, so a machine without
+    libportaudio2 would never load the bundle's copy."""
+    system = system_portaudio_file()
+    if system is None:
+        pytest.skip("no system PortAudio to stand in for the bundled copy")
+    code = ("import sys, runpy, ctypes.util\n"
+            f"sys._MEIPASS = {str(tmp_path)!r}\n"
+            f"runpy.run_path({str(ROOT / 'packaging/hooks/rth_moss_voice.py')!r})\n"
+            "import sounddevice\n"
+            "print(sounddevice._libname, ctypes.util.find_library('c') is not None)")
+
+    def loaded_library() -> list[str]:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=60, check=True).stdout.split()
+
+    bundled = tmp_path / "libportaudio.so.2"
+    assert loaded_library() == ["libportaudio.so.2", "True"]  # no copy in the bundle: system's
+    shutil.copy(system, bundled)
+    assert loaded_library() == [str(bundled), "True"]  # other libraries still found as before
 
 
 # ---- silero's model file in a bundle -----------------------------------------------------------

@@ -60,8 +60,8 @@ def test_settings_are_a_throwaway_file_and_restored_afterwards(
 
 def test_the_step_list_is_ordered_and_named() -> None:
     names = [step.name for step in selftest.STEPS]
-    assert names[:4] == ["bundled resources", "offline mode", "voice activity model",
-                         "echo conversation"]
+    assert names[:5] == ["bundled resources", "offline mode", "voice activity model",
+                         "audio library", "echo conversation"]
     assert "tiny language model" in names and len(set(names)) == len(names)
 
 
