@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.moss-voice-installed
 
-.PHONY: setup run test lint clean
+.PHONY: setup run test lint package clean
 
 setup: $(STAMP)
 
@@ -19,18 +19,23 @@ $(STAMP): pyproject.toml
 	@sh scripts/ensure-portaudio.sh
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,package]"
 	@touch $(STAMP)
 
 run: setup
 	$(PY) -m app
 
 test: setup
-	$(PY) -m ruff check app tests
+	$(PY) -m ruff check app tests packaging
 	$(PY) -m pytest
 
+# The one-folder bundle dist/moss-voice/ (PyInstaller), its self-test (offscreen) and, on Linux,
+# dist/moss-voice-<version>-linux-<arch>.tar.gz. See README, "Installing".
+package: setup
+	$(PY) packaging/build.py
+
 lint: setup
-	$(PY) -m ruff check app tests
+	$(PY) -m ruff check app tests packaging
 	$(PY) -m mypy app
 
 clean:

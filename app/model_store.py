@@ -6,7 +6,8 @@
 snapshot_download offers). Before anything is fetched, a dry run sizes what is missing and the
 free disk space is checked. Finished files survive a cancel or a failure, so Retry only fetches
 the rest (huggingface_hub does not resume a half file across attempts; dependencies.md §6).
-Verification is :mod:`app.engine.folders`.
+Verification is :mod:`app.engine.folders`. The installed app runs with Hugging Face's offline
+flags set (:mod:`app.hub_offline`); each Hub call here lifts them for itself only.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Literal
 from tqdm.auto import tqdm
 
 from app.engine.folders import FolderCheck, verify_codec_folder, verify_model_folder
+from app.hub_offline import hub_online
 from app.paths import models_dir
 
 log = logging.getLogger(__name__)
@@ -109,8 +111,9 @@ def plan_download(spec: RepoSpec, destination: Path, endpoint: str | None = None
     from huggingface_hub import snapshot_download
 
     try:
-        infos = snapshot_download(spec.repo_id, local_dir=destination, dry_run=True,
-                                  endpoint=endpoint or hub_endpoint(), tqdm_class=SilentBar)
+        with hub_online():
+            infos = snapshot_download(spec.repo_id, local_dir=destination, dry_run=True,
+                                      endpoint=endpoint or hub_endpoint(), tqdm_class=SilentBar)
     except Exception as exc:
         raise ModelStoreError(describe_hub_error(spec, exc)) from exc
     files = tuple(PlannedFile(i.filename, int(i.file_size or 0), bool(i.will_download))
@@ -311,8 +314,9 @@ def _snapshot(spec: RepoSpec, destination: Path, tracker: ProgressTracker,
     from huggingface_hub import snapshot_download
 
     destination.mkdir(parents=True, exist_ok=True)
-    snapshot_download(spec.repo_id, local_dir=destination, endpoint=endpoint,
-                      tqdm_class=progress_bar_class(tracker), max_workers=max_workers)
+    with hub_online():
+        snapshot_download(spec.repo_id, local_dir=destination, endpoint=endpoint,
+                          tqdm_class=progress_bar_class(tracker), max_workers=max_workers)
 
 
 def is_transient(exc: BaseException) -> bool:

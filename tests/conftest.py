@@ -16,3 +16,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("MOSS_VOICE_HOME", str(home))
     monkeypatch.delenv("MOSS_VOICE_SETTINGS", raising=False)
     return home
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The package build (minutes) runs last, after the quick feedback of everything else."""
+    items.sort(key=lambda item: item.get_closest_marker("package") is not None)

@@ -1,5 +1,5 @@
-"""Command line: ``python -m app [--version] [--screenshot PNG [--demo]] [SUBCOMMAND ...]``; no
-subcommand starts the GUI.
+"""Command line: ``python -m app [--version] [--self-test] [--screenshot PNG [--demo]]
+[SUBCOMMAND ...]``; no subcommand starts the GUI.
 
 Each subcommand is a module with ``add_arguments(parser)`` and ``run(args) -> int``; its help is
 the module docstring's first line. Modules keep heavy imports inside ``run``.
@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true",
                         help="with --screenshot: play the demo conversation first (real pipeline, "
                         "echo engine, simulated devices)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check this installation (voice loop, window, engine code on tiny "
+                        "random weights), print a report and exit (0 = all passed)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
@@ -48,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])
     if args.demo and args.screenshot is None:
         parser.error("--demo goes with --screenshot PNG")
+    if args.self_test:
+        from app.selftest import run_self_test
+
+        return run_self_test(verbose=args.verbose)
     from app.logs import setup_logging
 
     setup_logging(verbose=args.verbose)

@@ -12,6 +12,7 @@ speech probability [1, 1] and the next state.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from app.vad.base import FRAME_SAMPLES, SAMPLE_RATE_HZ, SpeechScorer
 
 CONTEXT_SAMPLES = 64
 MODEL_FILE = "silero_vad.onnx"
+PACKAGE_DATA = ("silero_vad", "data")  # the file's folder inside the package, and in a bundle
 
 
 class VadModelMissingError(RuntimeError):
@@ -27,11 +29,16 @@ class VadModelMissingError(RuntimeError):
 
 
 def silero_model_path() -> Path:
-    """Path of ``silero_vad.onnx`` in the installed package (the package is not imported)."""
-    spec = importlib.util.find_spec("silero_vad")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        candidate = Path(location) / "data" / MODEL_FILE
+    """Path of ``silero_vad.onnx`` in the installed package (the package is not imported), or
+    in a PyInstaller bundle, which carries the file alone (packaging/moss-voice.spec)."""
+    candidates = []
+    bundle_root = getattr(sys, "_MEIPASS", None)
+    if bundle_root:
+        candidates.append(Path(bundle_root).joinpath(*PACKAGE_DATA, MODEL_FILE))
+    spec = importlib.util.find_spec(PACKAGE_DATA[0])
+    for location in list(spec.submodule_search_locations or []) if spec else []:
+        candidates.append(Path(location) / PACKAGE_DATA[1] / MODEL_FILE)
+    for candidate in candidates:
         if candidate.is_file():
             return candidate
     raise VadModelMissingError("the silero-vad package (which carries the voice-activity model) is "
