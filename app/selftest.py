@@ -206,10 +206,33 @@ def check_tiny_language_model(ctx: SelfTestContext) -> str:
     return f"{millions:.1f} M parameters, {len(streamed)} rows, streamed = uncached"
 
 
-# When the codec and the MOSS-Speech engine land, each adds one function here and one line
-# below: "tiny codec" (write_tiny_codec into ctx.work_dir, encode then decode a second of the
-# demo sample, check shapes and a finite waveform) and "tiny engine reply" (build the engine on
-# the tiny folders, respond() to a short UserTurn, expect ReplyAudio then ReplyDone).
+def check_tiny_codec(ctx: SelfTestContext) -> str:
+    """The codec's real code on a tiny random folder: encode speech, stream-decode the codes."""
+    import numpy as np
+
+    from app.audio.simulated import read_wav
+    from app.conversation.demo import demo_sample
+    from app.engine.moss_speech import load_codec
+    from app.engine.moss_speech.testing import write_tiny_codec
+
+    codec = load_codec(write_tiny_codec(ctx.work_dir / "tiny-codec", seed=0))
+    frames, rate = read_wav(demo_sample())
+    speech = frames[:, 0]  # [T] mono
+    codes = codec.encode(speech[:rate], rate)  # [n] for the first second
+    if len(codes) != 13:
+        raise RuntimeError(f"1 s of speech gave {len(codes)} codes, expected 13")
+    voice = codec.voice_from_samples(speech[: 2 * rate], rate, source="self-test")
+    with codec.stream_decoder(voice, chunk=5) as decoder:
+        pieces = [decoder.push(codes[:8]), decoder.push(codes[8:]), decoder.finish()]
+    pcm = np.concatenate(pieces)  # [1920 * n] at 24 kHz
+    if pcm.shape[0] != 1920 * len(codes) or not np.isfinite(pcm).all():
+        raise RuntimeError(f"streamed {pcm.shape[0]} samples, expected {1920 * len(codes)}")
+    return f"13 codes per second, streamed {pcm.shape[0]} samples (= codes × 1920)"
+
+
+# When the MOSS-Speech engine lands it adds one function here and one line below: "tiny engine
+# reply" (build the engine on the tiny folders, respond() to a short UserTurn, expect ReplyAudio
+# then ReplyDone).
 STEPS: list[Step] = [
     Step("bundled resources", check_resources),
     Step("offline mode", check_offline_mode),
@@ -218,6 +241,7 @@ STEPS: list[Step] = [
     Step("echo conversation", check_echo_conversation),
     Step("window", check_qt),
     Step("tiny language model", check_tiny_language_model),
+    Step("tiny codec", check_tiny_codec),
 ]
 
 
