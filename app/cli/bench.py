@@ -11,6 +11,7 @@ BENCHES: dict[str, str] = {
     "voice-loop": "app.cli.bench_voice_loop",
     "engine": "app.cli.bench_engine",
     "codec": "app.cli.bench_codec",
+    "engine-e2e": "app.cli.bench_engine_e2e",
 }
 
 
