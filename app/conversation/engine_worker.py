@@ -334,8 +334,23 @@ class EngineWorker:
             if isinstance(event, ReplyDone | ReplyFailed):
                 return
 
+    def _close_engine(self) -> None:
+        try:
+            self._engine.close()
+        except Exception:
+            log.exception("closing the previous engine failed")
+
     def _swap(self, build: Callable[[], Engine]) -> None:
+        """Build the new engine, then close the old one, so a failed build keeps the old one
+        answering. An engine holding accelerator memory is closed first instead (two models
+        rarely fit one GPU); the echo demo answers if the new one then fails to build."""
         started = time.perf_counter()
+        info = self._engine.info
+        if not info.is_demo and info.device not in ("", "cpu"):
+            self._close_engine()
+            from app.engine.echo import EchoEngine
+
+            self._engine = EchoEngine()
         try:
             engine = build()
         except Exception as exc:
@@ -350,10 +365,7 @@ class EngineWorker:
             return
         finally:
             self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
-        try:
-            self._engine.close()
-        except Exception:
-            log.exception("closing the previous engine failed")
+        self._close_engine()
         self._engine = engine
         self._idle_broken = False
         self._send(0, EngineSwapped(engine.info))

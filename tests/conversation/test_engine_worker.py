@@ -315,3 +315,29 @@ def test_idle_work_on_the_virtual_clock_is_charged_step_by_step() -> None:
         clock.settle()
     worker.stop()
     assert done_at and done_at[0] >= 0.06  # three 20 ms steps of virtual time
+
+
+class OnTheGpu(Named):
+    @property
+    def info(self) -> EngineInfo:
+        return EngineInfo(name=self.name, is_demo=False, device="cuda:0")
+
+
+def test_an_engine_on_the_gpu_is_closed_before_the_next_one_is_built() -> None:
+    """Two models rarely fit one GPU: the old one frees its memory first, and if the new one
+    then cannot be built, the echo demo answers."""
+    first = OnTheGpu("first")
+    collector = Collector()
+    worker = start(first, collector)
+    closed_before_build: list[bool] = []
+
+    def build() -> Engine:
+        closed_before_build.append(first.closed)
+        raise OSError("model folder is missing config.json")
+
+    worker.swap_engine(build)
+    collector.wait_done()
+    worker.stop()
+    assert closed_before_build == [True]
+    [swapped] = [e.event for e in collector.events]
+    assert swapped.info.is_demo and "config.json" in swapped.error

@@ -29,7 +29,8 @@ from app.engine.moss_speech.bench_lm import memory_refusal, size_config
 from app.engine.moss_speech.codec import CodecConfig
 from app.engine.moss_speech.codec.testing import build_random_codec, speech_like
 from app.engine.moss_speech.device import DeviceChoice, configure_cuda_allocator
-from app.engine.moss_speech.engine import EngineParts, MossSpeechEngine
+from app.engine.moss_speech.engine import MossSpeechEngine
+from app.engine.moss_speech.parts import EngineParts
 from app.engine.moss_speech.testing import tiny_tokenizer_json
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.weights import random_model
@@ -96,30 +97,32 @@ def _settings(options: BenchOptions) -> Settings:
 
 
 def run_turn(engine: MossSpeechEngine, turn_id: int, pcm: np.ndarray,
-             cancel_after_s: float | None) -> dict[str, Any]:
-    """One turn as the voice loop drives it; returns its figures."""
+             barge_in: tuple[int, float] | None) -> dict[str, Any]:
+    """One turn as the voice loop drives it; returns its figures.
+
+    ``barge_in`` = (k, delay_s): after the k-th audio chunk another thread sets the cancel
+    ``delay_s`` later, so it lands in the middle of whatever step is running then."""
     started = time.perf_counter()
     for start in range(0, len(pcm), FEED_SAMPLES):
         engine.feed_user_audio(turn_id, pcm[start:start + FEED_SAMPLES])
     feed_s = time.perf_counter() - started
     cancel = threading.Event()
     cancelled_at: list[float] = []
-    timer = None
-    if cancel_after_s is not None:
-        def barge_in() -> None:
-            cancelled_at.append(time.perf_counter())
-            cancel.set()
 
-        timer = threading.Timer(cancel_after_s, barge_in)
+    def barge_in_now() -> None:
+        cancelled_at.append(time.perf_counter())
+        cancel.set()
+
+    timer = threading.Timer(barge_in[1], barge_in_now) if barge_in else None
     handed = time.perf_counter()
-    if timer is not None:
-        timer.start()
     first_pcm = None
-    samples, stages, failed = 0, {}, ""
+    samples, chunks, stages, failed = 0, 0, {}, ""
     for event in engine.respond(UserTurn(turn_id, pcm), cancel):
         if isinstance(event, ReplyAudio):
             first_pcm = first_pcm or time.perf_counter()
-            samples += len(event.pcm)
+            samples, chunks = samples + len(event.pcm), chunks + 1
+            if timer is not None and barge_in and chunks == barge_in[0]:
+                timer.start()
         elif isinstance(event, StageTimed):
             stages[event.stage] = round(event.duration_ms, 1)
         elif isinstance(event, ReplyFailed):
@@ -134,7 +137,8 @@ def run_turn(engine: MossSpeechEngine, turn_id: int, pcm: np.ndarray,
     figures: dict[str, Any] = {
         "turn": turn_id, "feed_ms_per_s": round(feed_s * 1000 / (len(pcm) / 16000), 1),
         "ttfa_ms": None if first_pcm is None else round((first_pcm - handed) * 1000, 1),
-        "stages_ms": stages, "reply_audio_s": round(audio_s, 2),
+        "stages_ms": stages, "reply_audio_s": round(audio_s, 2), "chunks": chunks,
+        "total_ms": round((ended - handed) * 1000, 1),
         "rtf": round((ended - handed) / audio_s, 3) if audio_s and not cancelled_at else None,
         "cancel_ms": round((ended - cancelled_at[0]) * 1000, 1) if cancelled_at else None,
         "prefill_reused_rows": getattr(engine.last_prefill, "reused_rows", None)}
@@ -152,14 +156,16 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
     engine = build(options)
     build_s = time.perf_counter() - started
     rng = random.Random(options.seed)
-    turns = []
+    turns: list[dict[str, Any]] = []
     for turn_id in range(1, options.turns + 1):
         pcm = speech_like(options.question_s, 16000, seed=turn_id)
         barge = options.barge_in_every and turn_id % options.barge_in_every == 0
-        # cancel somewhere in the reply: after TTFA, before its end (from the last full turn)
-        expected = turns[0]["ttfa_ms"] / 1000 if turns and turns[0]["ttfa_ms"] else 0.5
-        cancel_after = expected * (1.2 + rng.random()) if barge else None
-        turns.append(run_turn(engine, turn_id, pcm, cancel_after))
+        barge_in = None
+        if barge and turns and turns[0]["chunks"] >= 3:  # after one of the first half of the
+            first = turns[0]  # chunks, within half a chunk's time: always before the end
+            per_chunk_s = (first["total_ms"] - first["ttfa_ms"]) / 1000 / (first["chunks"] - 1)
+            barge_in = (rng.randint(1, first["chunks"] // 2), 0.5 * per_chunk_s * rng.random())
+        turns.append(run_turn(engine, turn_id, pcm, barge_in))
     transcript_ms = _time_transcripts(engine)
     engine.close()
     return {"size": options.size, "device": options.device, "precision": options.precision,
@@ -174,7 +180,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
 def _time_transcripts(engine: MossSpeechEngine) -> float | None:
     """One user-turn transcript pass (greedy text rows over the last user turn)."""
     exchanges = engine.memory.exchanges
-    if not exchanges or not exchanges[-1].user.is_audio:
+    if not exchanges or isinstance(exchanges[-1].user.content, str):
         return None
     engine.transcriber.add(0, "user", list(exchanges[-1].user.content))
     started = time.perf_counter()

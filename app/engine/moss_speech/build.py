@@ -22,10 +22,9 @@ from app.engine.factory import EngineUnavailableError
 from app.engine.folders import FolderError, verify_codec_folder
 from app.engine.moss_speech import device as dev
 from app.engine.moss_speech.codec import CodecConfigError, CodecLoadError, load_codec
-from app.engine.moss_speech.engine import EngineInputError, EngineParts, MossSpeechEngine
-from app.engine.moss_speech.prompt import OutputModality, Turn, build_prompt
+from app.engine.moss_speech.engine import MossSpeechEngine
+from app.engine.moss_speech.parts import EngineInputError, EngineParts
 from app.engine.moss_speech.quantize import PrecisionError, check_precision
-from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS
 from app.engine.moss_speech.weights import load_model, verify_checkpoint
@@ -116,25 +115,8 @@ def warm_up(engine: MossSpeechEngine) -> None:
 
     If compiling fails the engine falls back to the eager step with a logged warning; if the
     voice-prefix state leaves less than the working margin free on the GPU, it is dropped."""
-    if engine.compile:
-        try:
-            _run_rows(engine, "audio")
-            _run_rows(engine, "text")
-        except Exception as exc:
-            log.warning("compiling the decode step failed (%s: %s); using the eager step, "
-                        "which is slower per row", type(exc).__name__, exc)
-            engine.compile = False
-            engine.session = type(engine.session)(engine.model, engine.capacity)
-        engine.session.reset()
+    engine.warm_decode()
     _warm_codec(engine)
-
-
-def _run_rows(engine: MossSpeechEngine, modality: OutputModality) -> None:
-    """A few rows in one mode: the compiled step specialises on text head on/off."""
-    grid = build_prompt(engine.tokenizer, [Turn("system", "Warm up.")], modality)
-    engine.session.prefill(grid)
-    for _row in engine.session.rows(Sampling(max_new_rows=4, min_new_rows=0), seed=0):
-        pass
 
 
 def _warm_codec(engine: MossSpeechEngine) -> None:

@@ -37,49 +37,30 @@ from app.engine.base import (
     UserTurn,
 )
 from app.engine.moss_speech import device as dev
-from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning, VoiceFileError
+from app.engine.moss_speech.codec import (
+    CodecLoadError,
+    VoiceConditioning,
+    VoiceFileError,
+)
 from app.engine.moss_speech.codec.codec import OUTPUT_SAMPLE_RATE_HZ
 from app.engine.moss_speech.generate import GenerationSession
 from app.engine.moss_speech.memory import ContextFullError, ConversationMemory
 from app.engine.moss_speech.model import MossSpeechModel
-from app.engine.moss_speech.prompt import Turn
+from app.engine.moss_speech.parts import (
+    EngineInputError,
+    EngineParts,
+    PrefillStat,
+    no_voice_error,
+)
+from app.engine.moss_speech.prompt import OutputModality, Turn, build_prompt
 from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.speak import ReplyRecord, StreamPolicy, speak, write
-from app.engine.moss_speech.tokenizer import MossTokenizer
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS, Transcriber
 from app.engine.moss_speech.user_audio import UserAudio, encode_whole
 from app.engine.preflight import WORKING_MARGIN_BYTES, gib
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-class EngineInputError(ValueError):
-    """A turn or setting the engine cannot use; ``category`` and ``action`` reach the UI."""
-
-    def __init__(self, message: str, action: str, category: str = "input") -> None:
-        super().__init__(message)
-        self.category, self.action = category, action
-
-
-def no_voice_error() -> EngineInputError:
-    return EngineInputError(
-        "No voice prompt is set, so MOSS-Speech has no voice to speak in (the app ships none).",
-        "Choose a 3–20 s WAV or FLAC recording of a voice in Settings → Engine → Voice prompt.",
-        "voice_prompt")
-
-
-@dataclass
-class EngineParts:
-    """Everything loaded for an engine (see :mod:`app.engine.moss_speech.build`)."""
-
-    model: MossSpeechModel
-    tokenizer: MossTokenizer
-    codec: MossSpeechCodec
-    voice: VoiceConditioning | None
-    device: dev.DeviceChoice
-    model_dir: Path | None = None
-    voice_path: Path | None = None
 
 
 @dataclass
@@ -93,12 +74,6 @@ class _Pending:
     record: ReplyRecord = field(default_factory=ReplyRecord)
 
 
-@dataclass(frozen=True)
-class PrefillStat:
-    reused_rows: int
-    total_rows: int
-
-
 def capacity_rows(settings: Settings, model: MossSpeechModel) -> int:
     return min(settings.engine.context_max_rows, model.config.max_position_embeddings)
 
@@ -109,6 +84,8 @@ class MossSpeechEngine(Engine):
         self.parts = parts
         self.model, self.tokenizer, self.codec = parts.model, parts.tokenizer, parts.codec
         self.device = parts.device.device
+        self.device_warning = parts.device.warning
+        self.precision = self.model.precision
         self.compile = self.device.type == "cuda" if compile is None else compile
         self.capacity = capacity_rows(settings, self.model)
         self.session = GenerationSession(self.model, self.capacity, compile=self.compile)
@@ -128,9 +105,9 @@ class MossSpeechEngine(Engine):
     def info(self) -> EngineInfo:
         voice = f"voice {self._voice.source}" if self._voice is not None else "no voice prompt"
         return EngineInfo(name="MOSS-Speech", is_demo=False, device=str(self.device),
-                          precision=self.model.precision,
+                          precision=self.precision,
                           detail=f"{voice}; context {self.capacity} rows",
-                          warning=self.parts.device.warning)
+                          warning=self.device_warning)
 
     @property
     def voice(self) -> VoiceConditioning | None:
@@ -148,8 +125,16 @@ class MossSpeechEngine(Engine):
         A voice file or context bound that cannot be used raises before anything changes."""
         engine = settings.engine
         voice = self._voice
+        old_chunk = self.policy.chunk_codes if hasattr(self, "policy") else None
+        voice_changed = engine.voice_prompt != self._voice_path or old_chunk not in (
+            None, settings.streaming.chunk_codes)  # the voice state is per chunk size
         if engine.voice_prompt != self._voice_path:
             voice = self._load_voice(engine.voice_prompt)
+        try:
+            self.codec.flow(settings.streaming.chunk_codes)  # loads a new chunk checkpoint
+        except CodecLoadError as exc:
+            raise EngineInputError(str(exc), "Choose the other chunk size in Settings → "
+                                   "Streaming, or download the codec again.", "engine") from exc
         capacity = capacity_rows(settings, self.model)
         if capacity != self.capacity:
             self._resize_context(capacity)
@@ -163,8 +148,18 @@ class MossSpeechEngine(Engine):
                                    "causal", self.reuse_voice_prefix)
         self.transcripts_on = settings.transcript.text_branch
         if not self.transcripts_on:
-            self.transcriber.jobs.clear()
+            self.transcriber.clear()
         dev.set_deterministic(self.device, self.seed is not None)
+        if voice_changed:
+            self.prepare_voice()
+
+    def prepare_voice(self) -> None:
+        """Build the voice prompt's flow state now (between turns), not in the next reply."""
+        if self._voice is None or not self.policy.reuse_voice_prefix:
+            self.codec.clear_caches()
+            return
+        self.codec.stream_decoder(self._voice, self.policy.chunk_codes,
+                                  reuse_voice_prefix=True).close()
 
     def _load_voice(self, path: Path | None) -> VoiceConditioning | None:
         if path is None:
@@ -190,6 +185,26 @@ class MossSpeechEngine(Engine):
         dev.release_memory(self.device)
         self.session = GenerationSession(self.model, capacity, compile=self.compile)
         self.capacity = self.memory.capacity_rows = capacity
+        self.warm_decode()
+
+    def warm_decode(self) -> None:
+        """Compile the decode step for both modes now (the CUDA graph has the cache's static
+        shape), not during the first reply. Falls back to the eager step with a warning."""
+        if not self.compile:
+            return
+        try:
+            modalities: tuple[OutputModality, ...] = ("audio", "text")
+            for modality in modalities:  # text head off / on: two specialisations
+                self.session.prefill(build_prompt(self.tokenizer, [Turn("system", "Warm up.")],
+                                                  modality))
+                for _row in self.session.rows(Sampling(max_new_rows=4, min_new_rows=0), seed=0):
+                    pass
+        except Exception as exc:
+            log.warning("compiling the decode step failed (%s: %s); using the eager step, "
+                        "which is slower per row", type(exc).__name__, exc)
+            self.compile = False
+            self.session = GenerationSession(self.model, self.capacity)
+        self.session.reset()
 
     # ---- user audio --------------------------------------------------------------------------
 
@@ -206,8 +221,12 @@ class MossSpeechEngine(Engine):
             pushed = self._feed.add(pcm_16k)
             if pushed and self._pending is None:
                 self._prefill_partial(self._feed)
-        except Exception:
+        except Exception as exc:
             self._feed = None  # respond() encodes the whole turn instead
+            self.session.reset()
+            if dev.is_out_of_memory(exc):
+                self.codec.clear_caches()
+                dev.release_memory(self.device)
             raise
 
     def _prefill_partial(self, feed: UserAudio) -> None:
@@ -228,17 +247,16 @@ class MossSpeechEngine(Engine):
     def respond(self, turn: UserTurn, cancel: threading.Event) -> Iterator[EngineEvent]:
         try:
             yield from self._respond(turn, cancel)
+        except (EngineInputError, ContextFullError) as exc:  # refused before any model work
+            self._pending = None
+            yield ReplyFailed(turn.turn_id, exc.category, str(exc),  # type: ignore[arg-type]
+                              exc.action)
         except Exception as exc:
             self._pending = None
             self.session.reset()  # rows may be half written: the next prompt re-prefills
-            if dev.is_out_of_memory(exc):
-                yield self._out_of_memory(turn.turn_id, exc)
-                return
-            if isinstance(exc, EngineInputError | ContextFullError):
-                yield ReplyFailed(turn.turn_id, exc.category, str(exc),  # type: ignore[arg-type]
-                                  exc.action)
-                return
-            raise
+            if not dev.is_out_of_memory(exc):
+                raise  # the worker reports it; the next turn starts clean
+            yield self._out_of_memory(turn.turn_id, exc)
 
     def _respond(self, turn: UserTurn, cancel: threading.Event) -> Iterator[EngineEvent]:
         if self._pending is not None:  # never confirmed: a speculative reply the user talked
@@ -254,7 +272,7 @@ class MossSpeechEngine(Engine):
             self._pending = _Pending(turn.turn_id, user, 0, self.modality)
             yield ReplyDone(turn.turn_id, cancelled=True)
             return
-        if user.is_audio and self.transcripts_on:
+        if not isinstance(user.content, str) and self.transcripts_on:
             self.transcriber.add(turn.turn_id, "user", list(user.content))
         started = time.perf_counter()
         prompt = self.memory.prompt(user, self._reserve_rows())
@@ -313,7 +331,8 @@ class MossSpeechEngine(Engine):
         rows = self.memory.history_rows()
         reused = self.session.prefill(rows)
         self.last_prefill = PrefillStat(reused, len(rows))
-        if assistant is not None and assistant.is_audio and self.transcripts_on:
+        if (assistant is not None and not isinstance(assistant.content, str)
+                and self.transcripts_on):
             self.transcriber.add(turn_id, "assistant", list(assistant.content))
 
     def _heard_turn(self, pending: _Pending, heard_samples: int, rate_hz: int) -> Turn | None:
@@ -342,9 +361,11 @@ class MossSpeechEngine(Engine):
         self.session.reset()
 
     def close(self) -> None:
+        """Free the model, caches and codec for good (an engine rebuild needs the memory)."""
         self._pending = self._feed = None
-        self.transcriber.jobs.clear()
         self.codec.clear_caches()
+        for name in ("session", "transcriber", "model", "codec", "parts", "last_reply"):
+            setattr(self, name, None)
         dev.release_memory(self.device)
 
 

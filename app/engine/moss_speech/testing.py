@@ -191,8 +191,9 @@ def tiny_engine_reply(folder: Path | str) -> TinyReply:
         if samples == 0 or not np.isfinite(samples):
             raise RuntimeError("the tiny engine produced no audio")
         engine.reply_heard(1, samples, rate)
-        transcripts = {e.role: e.text for e in engine.idle_work(threading.Event())
-                       if isinstance(e, ReplyText)}
+        transcripts: dict[str, str] = {e.role: e.text
+                                       for e in engine.idle_work(threading.Event())
+                                       if isinstance(e, ReplyText)}
         return TinyReply(samples, rate, stages, transcripts, time.perf_counter() - started)
     finally:
         engine.close()

@@ -4,7 +4,8 @@ No source shows the text head carrying a transcript while the model speaks (cont
 reference overwrites it), so each side gets its own greedy text-output pass: a system
 instruction to transcribe, the speech as a user turn, and a text assistant prefix. The passes
 run at low priority (the engine worker's idle time: while a reply plays, or between turns),
-one row per step, and stop at once when a command arrives; an unfinished job stays queued.
+one row per step, and stop at once when a command arrives; an unfinished job stays queued and
+continues from its last row at the next idle moment.
 
 They use their own small KV cache, so the conversation's cache (and its reuse from turn to
 turn) is never disturbed; the instruction rows are cached across passes.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.engine.base import ReplyText
-from app.engine.moss_speech.generate import GenerationSession
+from app.engine.moss_speech.generate import GenerationSession, is_stop_row
 from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.prompt import Turn, build_prompt
 from app.engine.moss_speech.reply import reply_text
@@ -54,6 +55,7 @@ class Transcriber:
         self.tokenizer = tokenizer
         self.session = GenerationSession(model, max_rows=max_rows)
         self.jobs: deque[TranscriptJob] = deque()
+        self._progress: dict[TranscriptJob, list[tuple[int, int]]] = {}  # rows of a preempted pass
         self._overhead_rows = len(self._prompt(()))
 
     def add(self, turn_id: int, role: Role, codes: list[int]) -> None:
@@ -68,15 +70,17 @@ class Transcriber:
             codes = codes[:room]
         self.jobs.append(TranscriptJob(turn_id, role, tuple(codes)))
         while len(self.jobs) > MAX_QUEUED:
-            self.jobs.popleft()
+            self._progress.pop(self.jobs.popleft(), None)
 
     def drop(self, turn_id: int, role: Role | None = None) -> None:
         """Forget queued jobs of a turn (e.g. the user resumed after a speculative reply)."""
         self.jobs = deque(j for j in self.jobs
                           if not (j.turn_id == turn_id and role in (None, j.role)))
+        self._progress = {j: rows for j, rows in self._progress.items() if j in self.jobs}
 
     def clear(self) -> None:
         self.jobs.clear()
+        self._progress.clear()
         self.session.reset()
 
     def run(self, cancel: threading.Event) -> Iterator[ReplyText | None]:
@@ -99,6 +103,7 @@ class Transcriber:
     def _discard(self, job: TranscriptJob) -> None:
         if self.jobs and self.jobs[0] is job:
             self.jobs.popleft()
+        self._progress.pop(job, None)
 
     def _prompt(self, codes: tuple[int, ...]) -> list[tuple[int, int]]:
         turns = [Turn("system", TRANSCRIBE_PROMPT), Turn("user", codes)]
@@ -106,18 +111,20 @@ class Transcriber:
 
     def _transcribe(self, job: TranscriptJob,
                     cancel: threading.Event) -> Generator[None, None, str | None]:
-        """One pass; returns the text, or None when preempted."""
+        """One pass; returns the text, or None when preempted (the rows so far are kept: a
+        greedy pass without penalties continues exactly where it stopped)."""
         max_text = min(MAX_TEXT_ROWS, 16 + len(job.codes))  # speech: ~0.3 tokens per code
-        sampling = Sampling(temperature=0.0, repetition_penalty=1.0, max_new_rows=max_text,
-                            min_new_rows=0)
-        self.session.prefill(self._prompt(job.codes))
-        yield None
-        rows = []
-        for row in self.session.rows(sampling, cancel=cancel, seed=0):
-            rows.append(row)
+        done = self._progress.setdefault(job, [])
+        if len(done) < max_text and not (done and is_stop_row(done[-1], self.session.config)):
+            sampling = Sampling(temperature=0.0, repetition_penalty=1.0,
+                                max_new_rows=max_text - len(done), min_new_rows=0)
+            self.session.prefill(self._prompt(job.codes) + done)
+            yield None
+            for row in self.session.rows(sampling, cancel=cancel, seed=0):
+                done.append(row)
+                if cancel.is_set():
+                    return None
+                yield None
             if cancel.is_set():
                 return None
-            yield None
-        if cancel.is_set():
-            return None
-        return reply_text(self.tokenizer, rows).strip()
+        return reply_text(self.tokenizer, done).strip()

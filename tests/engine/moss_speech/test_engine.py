@@ -72,6 +72,24 @@ def test_the_user_turn_is_encoded_while_talking_and_only_its_end_is_prefilled(
         engine.memory.history_rows() + user)[:prefilled_while_talking]
 
 
+def test_codes_revised_after_an_early_prefill_are_prefilled_again(engine_folder: Path) -> None:
+    """A loud sound late in the turn raises Whisper's floor and revises codes that were already
+    prefilled: the final prompt must hold the revised codes, not the early ones."""
+    engine = make_engine(engine_folder)
+    pcm = question(2.4, seed=8)
+    pcm[:16000] *= 1e-3  # a quiet first second...
+    pcm[32000:32400] *= 30.0  # ...then a loud click after it was prefilled
+    feed(engine, 1, pcm[:24000])
+    early = list(engine.session.history)
+    feed(engine, 1, pcm[24000:])
+    respond(engine, UserTurn(1, pcm))
+    codes = tuple(engine.codec.encode(pcm, 16000).tolist())
+    prompt = (engine.memory.history_rows() + engine.memory.user_rows(Turn("user", codes))
+              + engine.memory.assistant_prefix())
+    assert engine.session.history[:len(prompt)] == prompt
+    assert early != prompt[:len(early)]  # the early rows really were revised
+
+
 def test_replies_continue_from_the_rolled_back_cache_exactly_as_a_fresh_generation(
         engine_folder: Path) -> None:
     """Turn 2 runs on a cache rolled back after turn 1 and extended incrementally; its rows
@@ -189,17 +207,29 @@ def test_transcripts_of_both_sides_come_from_text_passes_in_idle_time(
     assert engine.session.history == conversation_rows  # the conversation cache is untouched
 
 
-def test_a_transcript_pass_stops_at_once_when_cancelled_and_stays_queued(
+def test_a_preempted_transcript_pass_stays_queued_and_continues_where_it_stopped(
         engine_folder: Path) -> None:
+    steady = make_engine(engine_folder)
+    talk(steady, 1, question(1.0))
+    uninterrupted = list(steady.idle_work(threading.Event()))
+    reference_texts = [(t.role, t.text) for t in uninterrupted if isinstance(t, ReplyText)]
+    assert [role for role, _ in reference_texts] == ["user", "assistant"]
+
     engine = make_engine(engine_folder)
     talk(engine, 1, question(1.0))
-    cancel = threading.Event()
-    work = engine.idle_work(cancel)
-    assert next(work) is None and next(work) is None
-    cancel.set()
-    assert list(work) == []
-    assert [j.role for j in engine.transcriber.jobs] == ["user", "assistant"]
-    assert [t.role for t in transcripts(engine)] == ["user", "assistant"]
+    texts, steps, preemptions = [], 0, 0
+    while engine.has_idle_work():
+        cancel = threading.Event()
+        for item in engine.idle_work(cancel):
+            steps += 1
+            if isinstance(item, ReplyText):
+                texts.append((item.role, item.text))
+            elif steps % 3 == 0:  # a command arrives every third step
+                cancel.set()
+                preemptions += 1
+    assert preemptions >= 5
+    assert texts == reference_texts  # the same text as an uninterrupted pass...
+    assert steps <= len(uninterrupted) + preemptions  # ...without redoing the rows already done
 
 
 def test_transcripts_off_queue_nothing(engine_folder: Path) -> None:

@@ -18,7 +18,7 @@ from app.conversation.engine_worker import EngineWorker, WorkerEvent
 from app.engine.base import ReplyAudio, ReplyDone, ReplyFailed, UserTurn
 from app.engine.factory import EngineUnavailableError, build_engine
 from app.engine.moss_speech import device as dev
-from app.engine.moss_speech.engine import EngineInputError
+from app.engine.moss_speech.parts import EngineInputError
 from app.engine.moss_speech.testing import tiny_engine_reply, write_tiny_voice
 from app.engine.preflight import GIB
 from tests.engine.moss_speech.engine_helpers import (
@@ -187,12 +187,18 @@ def test_sampling_prompt_modality_and_context_apply_live(engine_folder: Path) ->
     talk(engine, 1, question(1.0))
     changed = (settings.with_value("sampling.top_k", 5)
                .with_value("engine.system_prompt", "Answer like a pirate.")
-               .with_value("engine.context_max_rows", 512))
+               .with_value("engine.context_max_rows", 512)
+               .with_value("streaming.chunk_codes", 25)
+               .with_value("sampling.max_new_rows", 40))
     engine.apply_settings(changed)
     assert engine.sampling.top_k == 5 and engine.capacity == 512
     assert engine.session.max_rows == 512 and len(engine.memory.exchanges) == 1  # history kept
     events = talk(engine, 2, question(1.0, seed=2))
     assert isinstance(events[-1], ReplyDone)
+    first = next(e for e in events if isinstance(e, ReplyAudio))
+    pad = (-len(engine.voice.prompt_codes)) % 25  # type: ignore[union-attr]
+    hop = pad if pad >= 3 else pad + 25  # the aggressive first hop on the 25-code grid
+    assert len(first.pcm) == hop * 1920 - 3840
     assert engine.session.history == engine.memory.history_rows()
     text = engine.tokenizer.decode(t for t, _ in engine.memory.history_rows()[:40])
     assert "pirate" in text
