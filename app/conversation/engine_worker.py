@@ -115,6 +115,7 @@ class EngineWorker:
         self._idle_cancel: threading.Event | None = None  # set to preempt idle work
         self._idle_pending = False  # an idle step is queued or running
         self._idle_broken = False  # idle work raised: none until the next reply
+        self._prepared = threading.Event()
 
     @property
     def busy(self) -> bool:
@@ -126,7 +127,10 @@ class EngineWorker:
         return self._engine.info
 
     def start(self) -> None:
+        """Start the thread; returns once the engine has prepared itself on it (``prepare``:
+        e.g. recording CUDA graphs, which belong to the thread that recorded them)."""
         self._thread.start()
+        self._prepared.wait()
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -180,6 +184,12 @@ class EngineWorker:
     # ---- the thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._engine.prepare()
+        except Exception:
+            log.exception("preparing the engine on its thread failed")
+        finally:
+            self._prepared.set()
         while True:
             command = self._queue.get()
             self._clock.work_started()

@@ -105,6 +105,10 @@ class Engine(ABC):
         into ``ReplyFailed``; engines should still prefer yielding it with advice.
         """
 
+    def prepare(self) -> None:  # noqa: B027
+        """Called once on the engine thread before any other call, by an engine built on
+        another thread: thread-bound warm-up (CUDA graphs are recorded per thread) goes here."""
+
     def feed_user_audio(self, turn_id: int, pcm_16k: np.ndarray) -> None:  # noqa: B027
         """User audio as it arrives, before the turn ends (encode while the user talks).
 

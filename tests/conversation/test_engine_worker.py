@@ -341,3 +341,24 @@ def test_an_engine_on_the_gpu_is_closed_before_the_next_one_is_built() -> None:
     assert closed_before_build == [True]
     [swapped] = [e.event for e in collector.events]
     assert swapped.info.is_demo and "config.json" in swapped.error
+
+
+class Preparing(RecordingEngine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared_on: list[str] = []
+
+    def prepare(self) -> None:
+        self.prepared_on.append(threading.current_thread().name)
+        self.calls.append(("prepare", 0))
+
+
+def test_the_engine_prepares_on_its_thread_before_start_returns() -> None:
+    engine, collector = Preparing(), Collector()
+    worker = EngineWorker(engine, WallClock(), collector)
+    worker.start()
+    assert engine.prepared_on == ["engine-worker"]  # done before start() returned
+    worker.respond(turn(1), seq=1)
+    collector.wait_done()
+    worker.stop()
+    assert engine.calls[:2] == [("prepare", 0), ("respond", 1)]

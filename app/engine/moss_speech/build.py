@@ -53,8 +53,6 @@ def load_parts(settings: Settings) -> EngineParts:
         raise EngineUnavailableError("no voice prompt is set: MOSS-Speech speaks in the voice "
                                      "of a recording you choose", "voice_prompt", VOICE_ACTION)
     choice = dev.choose_device(e.device)
-    if choice.kind == "cuda":
-        dev.configure_cuda_allocator()
     try:
         check_precision(e.precision, choice.device)
     except PrecisionError as exc:

@@ -52,10 +52,13 @@ def npu_available() -> bool:
 
 def choose_device(setting: str) -> DeviceChoice:
     """The device for ``settings.engine.device`` (auto, cuda, npu, cpu); raises
-    EngineUnavailableError when an explicit choice is not available here."""
+    EngineUnavailableError when an explicit choice is not available here. Choosing CUDA sets up
+    the allocator before anything initialises CUDA (``torch.device("cuda")`` is the current
+    device, so ``CUDA_VISIBLE_DEVICES`` picks the GPU)."""
     if setting == "auto":
-        if torch.cuda.is_available():
-            return DeviceChoice(torch.device("cuda", torch.cuda.current_device()))
+        if torch.cuda.is_available():  # counts devices; CUDA itself is not initialised yet
+            configure_cuda_allocator()
+            return DeviceChoice(torch.device("cuda"))
         if npu_available():
             return DeviceChoice(torch.device("npu", 0))
         return DeviceChoice(torch.device("cpu"), CPU_WARNING)
@@ -67,7 +70,8 @@ def choose_device(setting: str) -> DeviceChoice:
                 f"the device is set to CUDA but {build}",
                 action="Set Settings → Engine → Device to 'auto' or 'cpu', or install a CUDA "
                 "build of torch (README, 'GPU installation').")
-        return DeviceChoice(torch.device("cuda", torch.cuda.current_device()))
+        configure_cuda_allocator()
+        return DeviceChoice(torch.device("cuda"))
     if setting == "npu":
         if not npu_available():
             raise EngineUnavailableError(
@@ -159,7 +163,8 @@ def release_memory(device: torch.device) -> None:
 
 def set_deterministic(device: torch.device, deterministic: bool) -> None:
     """With a fixed seed, make cuDNN deterministic: its default algorithms let the streaming
-    codec drift by ~1.5e-4 between runs (contract §3.7)."""
+    codec drift by ~1.5e-4 between runs (contract §3.7). cuDNN's autotuner stays off either way:
+    the codec's shapes change every chunk, and each new shape would be tuned again."""
     if device.type == "cuda":
         torch.backends.cudnn.deterministic = deterministic
-        torch.backends.cudnn.benchmark = not deterministic
+        torch.backends.cudnn.benchmark = False

@@ -99,6 +99,7 @@ class MossSpeechEngine(Engine):
         self._feed: UserAudio | None = None
         self._pending: _Pending | None = None
         self._settings = settings
+        self._warm_thread: int | None = None  # the thread that recorded the decode graphs
         self.apply_settings(settings)
 
     @property
@@ -187,11 +188,21 @@ class MossSpeechEngine(Engine):
         self.capacity = self.memory.capacity_rows = capacity
         self.warm_decode()
 
+    def prepare(self) -> None:
+        """On the engine thread: record the decode step's CUDA graphs again if the warm-up ran
+        on another thread (``converse`` builds the engine before the worker starts)."""
+        if self.compile and self._warm_thread != threading.get_ident():
+            self.session = None  # type: ignore[assignment]
+            dev.release_memory(self.device)
+            self.session = GenerationSession(self.model, self.capacity, compile=True)
+            self.warm_decode()
+
     def warm_decode(self) -> None:
         """Compile the decode step for both modes now (the CUDA graph has the cache's static
         shape), not during the first reply. Falls back to the eager step with a warning."""
         if not self.compile:
             return
+        self._warm_thread = threading.get_ident()
         try:
             modalities: tuple[OutputModality, ...] = ("audio", "text")
             for modality in modalities:  # text head off / on: two specialisations
