@@ -161,9 +161,11 @@ class UiSettings(_Group):
     first_run_done: bool = Field(False, description="The first-run screen was completed.")
 
 
-# Settings the engine is built from: changing one of them rebuilds (reloads) the engine.
+# Settings the engine is built from: changing one of them rebuilds (reloads) the engine. Every
+# other change reaches the running engine through ``Engine.apply_settings`` (sampling, system
+# prompt, output modality, context bound, streaming chunk and first hop, voice prompt).
 ENGINE_BUILD_KEYS = frozenset({"engine.kind", "engine.model_dir", "engine.codec_dir",
-                               "engine.device", "engine.precision", "streaming.chunk_codes"})
+                               "engine.device", "engine.precision"})
 
 
 class Settings(_Group):

@@ -81,7 +81,7 @@ def test_an_unplugged_speaker_shows_in_the_report(conversation_wav: Path, tmp_pa
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--engine", "moss_speech"], "use --engine echo"),
+    (["--engine", "moss_speech"], "no model and no codec folder is set"),
     (["--set", "vad.endpoint_silence_ms=5"], "endpoint_silence_ms"),
     (["--set", "nonsense"], "GROUP.KEY=VALUE"),
     (["--ptt", "3"], "START-END"),

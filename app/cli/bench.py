@@ -12,6 +12,7 @@ BENCHES: dict[str, str] = {
     "engine": "app.cli.bench_engine",
     "codec": "app.cli.bench_codec",
     "bundle": "app.cli.bench_bundle",
+    "engine-e2e": "app.cli.bench_engine_e2e",
 }
 
 

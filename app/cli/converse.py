@@ -22,6 +22,13 @@ HEADSET = "Simulated headset"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=["echo", "moss_speech"], default=None,
                         help="who answers (default: the settings' engine.kind, i.e. echo)")
+    parser.add_argument("--model-dir", type=Path,
+                        help="moss_speech: the MOSS-Speech model folder (engine.model_dir)")
+    parser.add_argument("--codec-dir", type=Path,
+                        help="moss_speech: the MOSS-Speech-Codec folder (engine.codec_dir)")
+    parser.add_argument("--voice", type=Path,
+                        help="moss_speech: voice-prompt WAV/FLAC the replies speak in "
+                             "(engine.voice_prompt)")
     parser.add_argument("--input", type=Path, required=True,
                         help="the microphone: a WAV/FLAC file, any sample rate, mono or stereo")
     parser.add_argument("--output", type=Path, help="write what the speaker played (WAV)")
@@ -84,6 +91,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         settings = settings.with_value(key.strip(), parse_value(value.strip()))
     if args.engine:
         settings = settings.with_value("engine.kind", args.engine)
+    for option, key in (("model_dir", "engine.model_dir"), ("codec_dir", "engine.codec_dir"),
+                        ("voice", "engine.voice_prompt")):
+        if getattr(args, option, None) is not None:
+            settings = settings.with_value(key, getattr(args, option))
     if args.ptt:
         settings = settings.with_value("turn.mode", "push_to_talk")
     if args.fail_output_at is not None:
@@ -110,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
             engine = EchoEngine(args.echo_first_chunk_delay_ms, args.echo_chunk_delay_ms)
         else:
             engine = build_engine(settings)
-    except (ValueError, ValidationError, EngineUnavailableError, OSError) as exc:
+    except EngineUnavailableError as exc:
+        print(f"converse: {exc}. {exc.action}".rstrip(), file=sys.stderr)
+        return 2
+    except (ValueError, ValidationError, OSError) as exc:
         print(f"converse: {exc}", file=sys.stderr)
         return 2
     failures = ((DeviceFailure("output", HEADSET, args.fail_output_at),)

@@ -15,6 +15,8 @@ from app.engine.base import EngineInfo
 from app.settings import Settings
 
 ENGINE_NAMES = {"echo": "the echo demo", "moss_speech": "MOSS-Speech"}
+SLOW_DEVICE_ACTION = ("Install a CUDA build of torch on a machine with an NVIDIA GPU for "
+                      "real-time replies (README, 'GPU installation').")
 
 
 def engine_name(settings: Settings) -> str:
@@ -27,13 +29,27 @@ def loading_event(current: EngineInfo, wanted: Settings) -> ev.EngineStatusChang
                                   message=f"Loading {engine_name(wanted)}…{meanwhile}")
 
 
+def status_events(info: EngineInfo, message: str = "") -> list[ev.PipelineEvent]:
+    """The engine now answering, plus its warning (e.g. running on the CPU) as a banner."""
+    events: list[ev.PipelineEvent] = [ev.EngineStatusChanged(info, message=message)]
+    if info.warning:
+        events.append(ev.ErrorReported("slow_device", info.warning, SLOW_DEVICE_ACTION))
+    return events
+
+
 def swap_events(swapped: EngineSwapped, wanted: Settings) -> list[ev.PipelineEvent]:
-    """The events for a finished (or failed) engine build."""
-    status = ev.EngineStatusChanged(swapped.info, message=swapped.error)
+    """The events for a finished (or failed) engine build: one banner per failure.
+
+    A failure keeps its category, so a bad model folder raises the same ``model_invalid``
+    banner the model-folder check shows (one banner, not two).
+    """
     if not swapped.error:
-        return [status]
+        return status_events(swapped.info)
+    status = ev.EngineStatusChanged(swapped.info, message=swapped.error)
     meanwhile = ("The echo demo answers meanwhile: it plays your words back, it is not an AI."
                  if swapped.info.is_demo else f"{swapped.info.name} keeps answering.")
-    return [status, ev.ErrorReported(
-        "engine_unavailable", f"{engine_name(wanted)} could not be loaded: {swapped.error}.",
-        f"{meanwhile} Choose or download the model in the model manager.")]
+    action = swapped.action or "Choose or download the model in the model manager."
+    message = swapped.error.rstrip(".")
+    return [status, ev.ErrorReported(swapped.category,
+                                     f"{engine_name(wanted)} could not be loaded: {message}.",
+                                     f"{action} {meanwhile}")]

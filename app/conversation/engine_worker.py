@@ -1,10 +1,14 @@
 """The engine worker: a plain thread that owns the engine. The only thread that may touch a GPU.
 
 Commands arrive on a queue and run in order: user audio while the user speaks
-(``feed_user_audio``), a reply (``respond``), what was heard (``reply_heard``), reset, engine
-swap, stop. Each ``respond`` gets its own ``threading.Event``; the voice loop sets it directly
-on barge-in (control beats data: no queue in between) and the worker stops forwarding the
-reply after the current step and closes the engine's iterator.
+(``feed_user_audio``), a reply (``respond``), what was heard (``reply_heard``), settings, reset,
+engine swap, stop. When the queue is empty and the engine has low-priority work (transcripts),
+the worker runs it step by step (``Engine.idle_work``); any new command preempts it within one
+step, and the engine resumes it at the next idle moment.
+
+Each ``respond`` gets its own ``threading.Event``; the voice loop sets it directly on barge-in
+(control beats data: no queue in between) and the worker stops forwarding the reply after the
+current step and closes the engine's iterator.
 
 Every engine call is timed and reported to the clock (see :mod:`app.conversation.clock`), and
 every event goes out as a :class:`WorkerEvent` stamped with the time it became available.
@@ -31,8 +35,10 @@ from app.engine.base import (
     ReplyFailed,
     UserTurn,
 )
+from app.settings import Settings
 
 log = logging.getLogger(__name__)
+_DONE = object()  # end of an idle-work iterator
 
 FAILURE_ADVICE = "The conversation so far is kept; try again. If it keeps happening, see the log."
 OOM_ADVICE = ("The GPU ran out of memory. Try a smaller precision (int8 or int4) in the settings, "
@@ -45,6 +51,8 @@ class EngineSwapped:
 
     info: EngineInfo
     error: str = ""
+    category: str = "engine_unavailable"  # of the error: model_invalid, out_of_memory, ...
+    action: str = ""  # what the person can do about the error
 
 
 @dataclass(frozen=True)
@@ -76,12 +84,17 @@ class _Heard:
 
 @dataclass(frozen=True)
 class _Call:
-    name: str  # "reset" or "swap" or "stop"
+    name: str  # "reset", "swap", "settings", "idle" or "stop"
     build: Callable[[], Engine] | None = None
+    settings: Settings | None = None
 
 
 def failure_event(turn_id: int, exc: BaseException) -> ReplyFailed:
-    """An engine exception as a ReplyFailed a person can act on."""
+    """An engine exception as a ReplyFailed a person can act on. Exceptions that carry a
+    ``category`` and an ``action`` (the engine's own errors) keep their message and advice."""
+    category = getattr(exc, "category", None)
+    if category in ("out_of_memory", "input", "engine", "voice_prompt"):
+        return ReplyFailed(turn_id, category, str(exc), getattr(exc, "action", "") or "")
     text = f"{type(exc).__name__}: {exc}"
     if "OutOfMemory" in type(exc).__name__ or "out of memory" in str(exc).lower():
         return ReplyFailed(turn_id, "out_of_memory", text, OOM_ADVICE)
@@ -99,13 +112,25 @@ class EngineWorker:
         self._cursor_s = 0.0  # the worker's own position on the clock (see clock.py)
         self._cancels: dict[int, threading.Event] = {}
         self._cancels_lock = threading.Lock()
+        self._idle_cancel: threading.Event | None = None  # set to preempt idle work
+        self._idle_pending = False  # an idle step is queued or running
+        self._idle_broken = False  # idle work raised: none until the next reply
+        self._prepared = threading.Event()
+
+    @property
+    def busy(self) -> bool:
+        """Commands are queued, or low-priority work (transcripts) is still to run."""
+        return not self._queue.empty() or self._idle_pending
 
     @property
     def info(self) -> EngineInfo:
         return self._engine.info
 
     def start(self) -> None:
+        """Start the thread; returns once the engine has prepared itself on it (``prepare``:
+        e.g. recording CUDA graphs, which belong to the thread that recorded them)."""
         self._thread.start()
+        self._prepared.wait()
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -129,6 +154,10 @@ class EngineWorker:
     def reset(self) -> None:
         self._post(_Call("reset"))
 
+    def apply_settings(self, settings: Settings) -> None:
+        """Settings that do not rebuild the engine (``Engine.apply_settings``)."""
+        self._post(_Call("settings", settings=settings))
+
     def swap_engine(self, build: Callable[[], Engine]) -> None:
         """Build a new engine on the worker thread (it owns the GPU) and close the old one."""
         self._post(_Call("swap", build))
@@ -148,21 +177,32 @@ class EngineWorker:
     def _post(self, command: _Feed | _Respond | _Heard | _Call) -> None:
         self._clock.work_posted()
         self._queue.put(command)
+        idle_cancel = self._idle_cancel
+        if idle_cancel is not None and not (isinstance(command, _Call) and command.name == "idle"):
+            idle_cancel.set()  # a real command preempts idle work at its next step
 
     # ---- the thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._engine.prepare()
+        except Exception:
+            log.exception("preparing the engine on its thread failed")
+        finally:
+            self._prepared.set()
         while True:
             command = self._queue.get()
             self._clock.work_started()
+            if isinstance(command, _Call) and command.name == "stop":
+                self._clock.work_finished()
+                break
             try:
-                if isinstance(command, _Call) and command.name == "stop":
-                    break
                 self._cursor_s = max(self._cursor_s, self._clock.now())
                 self._handle(command)
             except Exception:  # never let one bad command end the worker
                 log.exception("engine worker command %r failed", type(command).__name__)
             finally:
+                self._queue_idle_work()  # before work_finished: the clock never sees a gap
                 self._clock.work_finished()
         try:
             self._engine.close()
@@ -184,10 +224,18 @@ class EngineWorker:
                 log.exception("feed_user_audio failed")
                 self._send(0, failure_event(command.turn_id, exc))
         elif isinstance(command, _Heard):
-            self._timed(lambda: self._engine.reply_heard(
-                command.turn_id, command.heard_samples, command.sample_rate_hz))
+            try:
+                self._timed(lambda: self._engine.reply_heard(
+                    command.turn_id, command.heard_samples, command.sample_rate_hz))
+            except Exception as exc:
+                log.exception("reply_heard failed")
+                self._send(0, failure_event(command.turn_id, exc))
         elif command.name == "reset":
             self._timed(self._engine.reset)
+        elif command.name == "settings" and command.settings is not None:
+            self._apply_settings(command.settings)
+        elif command.name == "idle":
+            self._idle()
         elif command.name == "swap" and command.build is not None:
             self._swap(command.build)
 
@@ -203,7 +251,67 @@ class EngineWorker:
         finally:
             self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
 
+    def _apply_settings(self, settings: Settings) -> None:
+        try:
+            self._timed(lambda: self._engine.apply_settings(settings))
+        except Exception as exc:
+            log.exception("applying settings to the engine failed")
+            self._send(0, failure_event(0, exc))
+
+    # ---- idle work ---------------------------------------------------------------------------
+
+    def _queue_idle_work(self) -> None:
+        """Queue one idle step when nothing else waits and the engine has idle work."""
+        if self._idle_pending or self._idle_broken or not self._queue.empty():
+            return
+        try:
+            wanted = self._engine.has_idle_work()
+        except Exception:
+            log.exception("has_idle_work failed")
+            self._idle_broken = True
+            return
+        if wanted:
+            self._idle_pending = True
+            self._post(_Call("idle"))
+
+    def _idle(self) -> None:
+        """Run idle work until it is done or a command arrives (checked after every step)."""
+        self._idle_pending = False
+        if not self._queue.empty():
+            return
+        cancel = self._idle_cancel = threading.Event()
+        work = self._engine.idle_work(cancel)
+        steps = 0
+        try:
+            while not cancel.is_set() and self._queue.empty():
+                steps += 1
+                started = time.perf_counter()
+                try:
+                    item = next(work, _DONE)
+                except Exception:
+                    log.exception("engine idle work failed; it stops until the next reply")
+                    self._idle_broken = True
+                    return
+                finally:
+                    self._cursor_s = self._clock.charge(self._cursor_s,
+                                                        time.perf_counter() - started)
+                if item is _DONE:
+                    if steps == 1 and self._engine.has_idle_work():  # would spin forever
+                        log.warning("the engine reports idle work but yields none; stopping it")
+                        self._idle_broken = True
+                    return
+                if item is None:
+                    self._clock.wait_until(self._cursor_s)  # lets a virtual clock move on
+                else:
+                    self._send(0, item)  # type: ignore[arg-type]
+        finally:
+            self._idle_cancel = None
+            close = getattr(work, "close", None)
+            if close is not None:
+                close()
+
     def _respond(self, command: _Respond) -> None:
+        self._idle_broken = False
         turn, cancel = command.turn, command.cancel
         if cancel.is_set():
             self._send(command.seq, ReplyDone(turn.turn_id, True))
@@ -236,20 +344,38 @@ class EngineWorker:
             if isinstance(event, ReplyDone | ReplyFailed):
                 return
 
-    def _swap(self, build: Callable[[], Engine]) -> None:
-        started = time.perf_counter()
-        try:
-            engine = build()
-        except Exception as exc:
-            log.exception("building the engine failed")
-            error = f"{type(exc).__name__}: {exc}"
-            self._send(0, EngineSwapped(self._engine.info, error))
-            return
-        finally:
-            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
+    def _close_engine(self) -> None:
         try:
             self._engine.close()
         except Exception:
             log.exception("closing the previous engine failed")
+
+    def _swap(self, build: Callable[[], Engine]) -> None:
+        """Build the new engine, then close the old one, so a failed build keeps the old one
+        answering. An engine holding accelerator memory is closed first instead (two models
+        rarely fit one GPU); the echo demo answers if the new one then fails to build."""
+        started = time.perf_counter()
+        info = self._engine.info
+        if not info.is_demo and info.device not in ("", "cpu"):
+            self._close_engine()
+            from app.engine.echo import EchoEngine
+
+            self._engine = EchoEngine()
+        try:
+            engine = build()
+        except Exception as exc:
+            category = getattr(exc, "category", None)
+            if category:  # the engine's own error: its message is written for people
+                log.warning("the engine cannot be built: %s", exc)
+                error, action = str(exc), getattr(exc, "action", "") or ""
+                self._send(0, EngineSwapped(self._engine.info, error, category, action))
+            else:
+                log.exception("building the engine failed")
+                self._send(0, EngineSwapped(self._engine.info, f"{type(exc).__name__}: {exc}"))
+            return
+        finally:
+            self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
+        self._close_engine()
         self._engine = engine
+        self._idle_broken = False
         self._send(0, EngineSwapped(engine.info))

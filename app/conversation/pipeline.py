@@ -130,7 +130,7 @@ class Pipeline:
             self._listener.scorer = SileroScorer()
         self._emit_all(self._io.start(self.settings.audio, self.clock.now()))
         self._worker.start()
-        self._emit(ev.EngineStatusChanged(self._worker.info))
+        self._emit_all(engine_switch.status_events(self._worker.info))
         if self._load_engine:
             self._rebuild_engine(self.settings)
         self._emit(ev.StateChanged(self._controller.state, 0.0))
@@ -177,7 +177,7 @@ class Pipeline:
         """Nobody has the floor (no user turn, no reply pending or playing), no device test."""
         idle = (ev.ConversationState.LISTENING, ev.ConversationState.IDLE)
         return (self._controller.state in idle and not self._routes.active()
-                and not self.tools.active
+                and not self.tools.active and not self._worker.busy
                 and (self._io.player is None or self._io.player.active_turn_id is None))
 
     def _loop(self) -> None:
@@ -300,6 +300,9 @@ class Pipeline:
         if route is None or route.cancel.is_set():
             if item.seq == 0 and isinstance(event, ReplyFailed):
                 self._emit(ev.ErrorReported(event.category, event.message, event.advice))
+            elif item.seq == 0 and isinstance(event, ReplyText):  # idle-time transcripts
+                self._emit(ev.TranscriptUpdated(event.turn_id, event.role, event.text,
+                                                event.final))
             return
         if route.held:
             route.pending.append((event, item.ready_s))
@@ -371,6 +374,8 @@ class Pipeline:
             self._emit_all(self._io.start_output(new.audio.output_device, now))
         if command.reload_engine or needs_engine_rebuild(old, new):
             self._rebuild_engine(new)
+        else:  # sampling, prompt, context, streaming, voice: the engine applies them live
+            self._worker.apply_settings(new)
 
     def _rebuild_engine(self, wanted: Settings) -> None:
         """Build the engine ``wanted`` names on the worker; the current one answers meanwhile."""

@@ -15,6 +15,9 @@ from app.conversation.metrics import record_to_dict
 from app.conversation.simulation import SimulationResult
 from app.events import DeviceLost, ErrorReported, TurnRecord
 
+# ErrorReported categories that warn (the run still worked): e.g. a model running on the CPU.
+WARNINGS = frozenset({"slow_device"})
+
 
 def build_report(result: SimulationResult, realtime: bool) -> dict[str, Any]:
     summary = result.summary()
@@ -27,7 +30,10 @@ def build_report(result: SimulationResult, realtime: bool) -> dict[str, Any]:
         "wall_s": round(result.wall_s, 3),
         "realtime": realtime,
         "underruns": result.underruns,
-        "errors": [e.message for e in result.events if isinstance(e, ErrorReported)],
+        "errors": [e.message for e in result.events
+                   if isinstance(e, ErrorReported) and e.category not in WARNINGS],
+        "warnings": [e.message for e in result.events
+                     if isinstance(e, ErrorReported) and e.category in WARNINGS],
         "device_events": [
             {"direction": e.direction, "lost": e.device_name, "now_using": e.fallback_name,
              "t_s": round(e.t_s, 6)}
@@ -73,8 +79,8 @@ def format_summary(result: SimulationResult, input_name: str) -> str:
         f"{_ms(summary['app_overhead_ms_median'])} (beyond the "
         f"{result.endpoint_silence_ms:.0f} ms endpoint silence), barge-in stop "
         f"{_ms(summary['barge_in_stop_ms_median'])}")
-    lines += [f"error: {e.message} {e.action}".rstrip()
-              for e in result.events if isinstance(e, ErrorReported)]
+    lines += [f"{'warning' if e.category in WARNINGS else 'error'}: {e.message} {e.action}"
+              .rstrip() for e in result.events if isinstance(e, ErrorReported)]
     lines += [f"device: {e.direction} '{e.device_name}' lost, now using "
               f"{e.fallback_name or 'nothing'}" for e in result.events
               if isinstance(e, DeviceLost)]

@@ -11,9 +11,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 # Stage names of the latency breakdown, in pipeline order (DESIGN.md "Latency").
 STAGES = ("endpoint_wait", "encode", "prefill", "first_row", "first_chunk", "output_buffer")
@@ -38,6 +41,7 @@ class EngineInfo:
     device: str = "cpu"
     precision: str = ""
     detail: str = ""
+    warning: str = ""  # e.g. "running on the CPU: replies will be slow"; shown once loaded
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class ReplyFailed:
     """The turn failed; the conversation so far is kept and the next turn works."""
 
     turn_id: int
-    category: Literal["out_of_memory", "input", "engine"]
+    category: Literal["out_of_memory", "input", "engine", "voice_prompt"]
     message: str
     advice: str = ""
 
@@ -101,6 +105,10 @@ class Engine(ABC):
         into ``ReplyFailed``; engines should still prefer yielding it with advice.
         """
 
+    def prepare(self) -> None:  # noqa: B027
+        """Called once on the engine thread before any other call, by an engine built on
+        another thread: thread-bound warm-up (CUDA graphs are recorded per thread) goes here."""
+
     def feed_user_audio(self, turn_id: int, pcm_16k: np.ndarray) -> None:  # noqa: B027
         """User audio as it arrives, before the turn ends (encode while the user talks).
 
@@ -110,6 +118,28 @@ class Engine(ABC):
 
     def reply_heard(self, turn_id: int, heard_samples: int, sample_rate_hz: int) -> None:  # noqa: B027
         """How much of a reply reached the speaker, so history keeps only what was heard."""
+
+    def apply_settings(self, settings: Settings) -> None:  # noqa: B027
+        """Settings changed that do not need a rebuild (see ``app.settings.ENGINE_BUILD_KEYS``):
+        sampling, system prompt, output modality, context bound, streaming, voice prompt.
+
+        Called on the engine thread between turns. Raise (with a message a person can act on)
+        to refuse a value; the engine keeps its previous settings then.
+        """
+
+    def has_idle_work(self) -> bool:
+        """Whether low-priority work (e.g. transcripts) waits for an idle moment."""
+        return False
+
+    def idle_work(self, cancel: threading.Event) -> Iterator[EngineEvent | None]:
+        """Run low-priority work while no command waits; yield ``None`` after each small step
+        (one AR row) and events as they are ready.
+
+        The worker sets ``cancel`` and closes the iterator as soon as a command arrives (a new
+        user turn always wins); unfinished work must stay queued for the next idle moment, and
+        work that raised must be dropped so it is not retried forever.
+        """
+        return iter(())
 
     def reset(self) -> None:  # noqa: B027
         """Start a new conversation (forget history)."""

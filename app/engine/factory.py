@@ -19,7 +19,17 @@ ENGINE_MODULES: dict[str, str] = {
 
 
 class EngineUnavailableError(RuntimeError):
-    """The chosen engine cannot be built; the message says why and what to use instead."""
+    """The chosen engine cannot be built; the message says what is wrong, ``action`` what to do.
+
+    ``category`` names the banner the UI shows: ``model_invalid`` (model or codec folder),
+    ``voice_prompt``, ``out_of_memory`` (does not fit the GPU) or ``engine_unavailable``.
+    """
+
+    def __init__(self, message: str, category: str = "engine_unavailable",
+                 action: str = "") -> None:
+        super().__init__(message)
+        self.category = category
+        self.action = action
 
 
 def build_engine(settings: Settings, kind: EngineKind | None = None) -> Engine:
@@ -38,13 +48,16 @@ def build_engine(settings: Settings, kind: EngineKind | None = None) -> Engine:
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise EngineUnavailableError(
-                f"the '{kind}' engine is not part of this build yet; use the echo demo "
-                "(--engine echo) until it is") from exc
-        raise
+                f"the '{kind}' engine is not part of this installation",
+                action="Reinstall the app, or use the echo demo meanwhile.") from exc
+        raise EngineUnavailableError(
+            f"the '{kind}' engine needs the Python package '{exc.name}', which is missing",
+            action=f"Install it (pip install {exc.name}) or reinstall the app.") from exc
     builder = getattr(module, "build_engine", None)
     if builder is None:
         raise EngineUnavailableError(f"the '{kind}' engine ({module_name}) has no "
-                                     "build_engine(settings); use --engine echo for now")
+                                     "build_engine(settings)",
+                                     action="Reinstall the app, or use the echo demo meanwhile.")
     engine = builder(settings)
     if not isinstance(engine, Engine):
         raise EngineUnavailableError(f"{module_name}.build_engine returned {type(engine)!r}, "

@@ -23,7 +23,9 @@ GIB = 1 << 30
 # Weight-only quantisation policy the engine must match: the linear layers of the 40 decoder
 # layers are quantised; embeddings, norms and the two LM heads stay bf16 (the heads decide every
 # sampled token, and the tables are cheap to keep exact).
-INT8_SCALE_BYTES_PER_ROW = 2  # one bf16 scale per output channel
+# torchao's Int8Tensor keeps an fp32 scale and an int8 zero point per output channel
+# (measured; tests/engine/moss_speech/test_quantize.py ties this file to the loaded model).
+INT8_SCALE_BYTES_PER_ROW = 5
 INT4_GROUP_SIZE = 128
 INT4_BYTES_PER_GROUP = 4  # bf16 scale + bf16 zero point per group of 128 inputs
 DENSE_BYTES = {"fp32": 4, "bf16": 2, "int8": 2, "int4": 2}  # non-quantised tensors

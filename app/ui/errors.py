@@ -2,7 +2,9 @@
 
 Categories the pipeline and engine report (ReplyFailed's categories plus the pipeline's own):
 ``out_of_memory``, ``engine``, ``input``, ``model_invalid``, ``audio`` (devices),
-``engine_unavailable`` (the chosen engine could not be built; the echo demo answers). Unknown
+``engine_unavailable`` (the chosen engine could not be built; the echo demo answers),
+``voice_prompt`` (no usable voice for spoken replies), ``slow_device`` (the model runs on the
+CPU). Unknown
 categories still get a banner with the event's own ``action`` text.
 """
 
@@ -24,6 +26,8 @@ TITLES = {
     "model_invalid": "The model folder cannot be used",
     "audio": "Audio device problem",
     "engine_unavailable": "The model could not be loaded",
+    "voice_prompt": "The voice prompt cannot be used",
+    "slow_device": "Replies will be slow",
 }
 BUTTONS = {
     "out_of_memory": "Choose a smaller precision",
@@ -31,6 +35,7 @@ BUTTONS = {
     "model_invalid": "Open the model manager",
     "audio": "Audio settings",
     "engine_unavailable": "Open the model manager",
+    "voice_prompt": "Engine settings",
 }
 
 
@@ -90,6 +95,7 @@ class StatusPresenter:
             "engine": self.reload_engine,
             "model_invalid": self.window.open_model_manager,
             "engine_unavailable": self.window.open_model_manager,
+            "voice_prompt": lambda: self.window.open_settings("engine"),
             "audio": lambda: self.window.open_settings("audio"),
         }.get(category)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,6 +17,7 @@ from app.engine.base import (
     ReplyAudio,
     ReplyDone,
     ReplyFailed,
+    ReplyText,
     UserTurn,
 )
 from app.engine.echo import EchoEngine
@@ -199,3 +201,164 @@ def test_on_the_virtual_clock_engine_time_is_charged_before_events_leave() -> No
     assert first_audio >= 0.06  # 60 ms of (real) engine time became 60 ms of virtual time
     assert all(now >= ready for ready, now in seen)  # nothing left before its time
     assert clock.charged_s >= 0.06
+
+
+class Transcribing(RecordingEngine):
+    """Idle work in steps: each job takes ``steps`` steps and ends with a transcript.
+    ``on_step(job, step)`` runs inside a step, on the worker thread (e.g. to post a command)."""
+
+    def __init__(self, jobs: list[int], steps: int = 3, on_step=None) -> None:
+        super().__init__()
+        self.jobs = list(jobs)
+        self.steps = steps
+        self.on_step = on_step or (lambda job, step: None)
+        self.progress: list[tuple[int, int]] = []
+        self.settings_seen: list[object] = []
+
+    def has_idle_work(self) -> bool:
+        return bool(self.jobs)
+
+    def idle_work(self, cancel: threading.Event) -> Iterator[EngineEvent | None]:
+        self.thread_names.add(threading.current_thread().name)
+        while self.jobs and not cancel.is_set():
+            job = self.jobs[0]
+            for step in range(self.steps):
+                self.progress.append((job, step))
+                self.on_step(job, step)
+                yield None
+                if cancel.is_set():
+                    return  # unfinished: the job stays queued
+            self.jobs.pop(0)
+            yield ReplyText(job, f"transcript {job}", "user", final=True)
+
+    def apply_settings(self, settings) -> None:
+        self.thread_names.add(threading.current_thread().name)
+        if settings.engine.system_prompt == "refuse":
+            error = ValueError("that voice file is silent")
+            error.category, error.action = "voice_prompt", "Choose another file."
+            raise error
+        self.settings_seen.append(settings)
+
+
+def test_idle_work_runs_when_nothing_waits_and_its_events_carry_no_reply() -> None:
+    engine = Transcribing([1, 2])
+    collector = Collector()
+    worker = start(engine, collector)
+    worker.respond(turn(1), seq=1)
+    collector.wait_done()
+    worker.stop()
+    texts = [e for e in collector.events if isinstance(e.event, ReplyText)
+             and e.event.text.startswith("transcript")]
+    assert [(e.seq, e.event.turn_id) for e in texts] == [(0, 1), (0, 2)]
+    assert engine.jobs == [] and engine.thread_names == {"engine-worker"}
+    assert not worker.busy
+
+
+def test_a_command_preempts_idle_work_within_one_step_and_the_work_resumes() -> None:
+    worker: EngineWorker
+
+    def post_feed_during_a_step(job: int, step: int) -> None:
+        if (job, step) == (1, 1) and ("feed", 7) not in engine.calls:
+            worker.feed(7, np.zeros(160, np.float32))
+
+    engine = Transcribing([1], steps=3, on_step=post_feed_during_a_step)
+    finished = threading.Event()
+    collector = Collector(lambda item: isinstance(item.event, ReplyText) and finished.set())
+    worker = start(engine, collector)
+    worker.heard(0, 0, 24000)  # any command: idle work is looked for after it
+    assert finished.wait(10)
+    worker.stop()
+    # step (1, 1) saw the feed arrive: nothing more of the job ran before the feed was handled
+    first_feed = engine.progress.index((1, 1)) + 1
+    assert engine.progress[:first_feed] == [(1, 0), (1, 1)]
+    assert ("feed", 7) in engine.calls
+    assert engine.progress[first_feed:] == [(1, 0), (1, 1), (1, 2)]  # resumed from the start
+    assert [e.event.text for e in collector.events] == ["transcript 1"]
+
+
+def test_settings_reach_the_engine_on_its_thread_and_a_refusal_is_reported() -> None:
+    from app.settings import Settings
+
+    engine, collector = Transcribing([]), Collector()
+    worker = start(engine, collector)
+    worker.apply_settings(Settings().with_value("engine.system_prompt", "Be brief."))
+    worker.apply_settings(Settings().with_value("engine.system_prompt", "refuse"))
+    worker.respond(turn(1), seq=1)
+    collector.wait_done()
+    worker.stop()
+    assert [s.engine.system_prompt for s in engine.settings_seen] == ["Be brief."]
+    refused = collector.events[0]
+    assert refused.seq == 0 and isinstance(refused.event, ReplyFailed)
+    assert refused.event.category == "voice_prompt" and refused.event.advice == (
+        "Choose another file.")
+    assert engine.thread_names == {"engine-worker"}
+
+
+def test_idle_work_on_the_virtual_clock_is_charged_step_by_step() -> None:
+    clock = VirtualClock(charge_compute=True)
+
+    def slow_step(job: int, step: int) -> None:
+        deadline = time.perf_counter() + 0.02
+        while time.perf_counter() < deadline:  # 20 ms of real compute per step
+            pass
+
+    engine = Transcribing([1], steps=3, on_step=slow_step)
+    done_at: list[float] = []
+    collector = Collector(lambda item: isinstance(item.event, ReplyText)
+                          and done_at.append(item.ready_s))
+    worker = start(engine, collector, clock)
+    worker.heard(0, 0, 24000)
+    step = 0
+    while not done_at and step < 1000:
+        step += 1
+        clock.advance_to(step * 0.01)
+        clock.settle()
+    worker.stop()
+    assert done_at and done_at[0] >= 0.06  # three 20 ms steps of virtual time
+
+
+class OnTheGpu(Named):
+    @property
+    def info(self) -> EngineInfo:
+        return EngineInfo(name=self.name, is_demo=False, device="cuda:0")
+
+
+def test_an_engine_on_the_gpu_is_closed_before_the_next_one_is_built() -> None:
+    """Two models rarely fit one GPU: the old one frees its memory first, and if the new one
+    then cannot be built, the echo demo answers."""
+    first = OnTheGpu("first")
+    collector = Collector()
+    worker = start(first, collector)
+    closed_before_build: list[bool] = []
+
+    def build() -> Engine:
+        closed_before_build.append(first.closed)
+        raise OSError("model folder is missing config.json")
+
+    worker.swap_engine(build)
+    collector.wait_done()
+    worker.stop()
+    assert closed_before_build == [True]
+    [swapped] = [e.event for e in collector.events]
+    assert swapped.info.is_demo and "config.json" in swapped.error
+
+
+class Preparing(RecordingEngine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared_on: list[str] = []
+
+    def prepare(self) -> None:
+        self.prepared_on.append(threading.current_thread().name)
+        self.calls.append(("prepare", 0))
+
+
+def test_the_engine_prepares_on_its_thread_before_start_returns() -> None:
+    engine, collector = Preparing(), Collector()
+    worker = EngineWorker(engine, WallClock(), collector)
+    worker.start()
+    assert engine.prepared_on == ["engine-worker"]  # done before start() returned
+    worker.respond(turn(1), seq=1)
+    collector.wait_done()
+    worker.stop()
+    assert engine.calls[:2] == [("prepare", 0), ("respond", 1)]

@@ -13,7 +13,7 @@ from voice_helpers import RecordingEngine, duration, speech, track
 from app.audio.resample import resample
 from app.audio.simulated import DeviceFailure, SimulatedMicrophone
 from app.conversation.simulation import SimulationOptions, SimulationResult, run_simulation
-from app.engine.base import EngineEvent, UserTurn
+from app.engine.base import EngineEvent, ReplyText, UserTurn
 from app.engine.echo import EchoEngine
 from app.events import (
     ApplySettings,
@@ -24,6 +24,7 @@ from app.events import (
     ReplyStarted,
     SetMuted,
     StateChanged,
+    TranscriptUpdated,
     UserSpeechStarted,
     UserTurnEnded,
 )
@@ -278,3 +279,39 @@ def test_the_reply_is_audible_as_soon_as_the_player_has_its_start_buffer() -> No
                           charge_compute=True).records[0]
     # 300 ms at 40 ms chunks every 20 ms of engine time: ~7 chunks ≈ 140 ms of buffering
     assert 100 <= slow_start.stages_ms["output_buffer"] <= 250
+
+
+class TranscribingEcho(RecordingEngine):
+    """The echo engine with a transcript pass per answered turn, run as idle work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: list[int] = []
+        self.applied: list[Settings] = []
+
+    def respond(self, turn: UserTurn, cancel: threading.Event) -> Iterator[EngineEvent]:
+        self.queued.append(turn.turn_id)
+        yield from super().respond(turn, cancel)
+
+    def has_idle_work(self) -> bool:
+        return bool(self.queued)
+
+    def idle_work(self, cancel: threading.Event) -> Iterator[EngineEvent | None]:
+        while self.queued and not cancel.is_set():
+            yield None
+            turn_id = self.queued.pop(0)
+            yield ReplyText(turn_id, f"words of turn {turn_id}", "user", final=True)
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.applied.append(settings)
+
+
+def test_idle_transcripts_reach_the_transcript_and_settings_apply_without_a_rebuild() -> None:
+    pcm, second_at = two_turns()
+    engine = TranscribingEcho()
+    warmer = Settings().with_value("sampling.temperature", 0.9)
+    result = converse(pcm, engine=engine, commands=((second_at - 0.5, ApplySettings(warmer)),))
+    updates = [e for e in of(result, TranscriptUpdated) if e.role == "user"]
+    assert {u.turn_id: u.text for u in updates} == {1: "words of turn 1", 2: "words of turn 2"}
+    assert all(u.final for u in updates)
+    assert [s.sampling.temperature for s in engine.applied] == [0.9]

@@ -116,12 +116,13 @@ def test_no_audio_devices_and_a_failed_engine_switch_are_reported_not_raised() -
     messages = [e.message for e in events.of(ErrorReported)]
     assert any("No microphone" in m for m in messages)
     assert any("No speaker" in m for m in messages)
-    assert failed.category == "engine_unavailable"
-    assert "MOSS-Speech could not be loaded" in failed.message and "moss_speech" in failed.message
+    assert failed.category == "model_invalid"  # the same banner as the model-folder check
+    assert "MOSS-Speech could not be loaded" in failed.message
+    assert "no model and no codec folder is set" in failed.message
     assert "echo demo" in failed.action and "model manager" in failed.action
     statuses = events.of(EngineStatusChanged)
     assert [s.loading for s in statuses] == [False, True, False]
-    assert statuses[-1].info.name == "Echo demo" and "moss_speech" in statuses[-1].message
+    assert statuses[-1].info.name == "Echo demo" and "folder" in statuses[-1].message
 
 
 def test_an_engine_that_cannot_be_built_at_start_leaves_the_echo_demo_answering() -> None:
@@ -131,7 +132,7 @@ def test_an_engine_that_cannot_be_built_at_start_leaves_the_echo_demo_answering(
     pipeline.subscribe(events)
     pipeline.start(threaded=True)
     [failed] = [e for e in events.wait_for(ErrorReported, 3)
-                if e.category == "engine_unavailable"]
+                if e.category == "model_invalid"]
     pipeline.stop()
     assert failed.message.startswith("MOSS-Speech could not be loaded")
     loading, final = events.of(EngineStatusChanged)[1:]

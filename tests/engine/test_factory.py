@@ -14,17 +14,19 @@ def test_the_default_engine_is_the_echo_demo() -> None:
     assert isinstance(build_engine(Settings()), EchoEngine)
 
 
-def test_moss_speech_fails_clearly_until_its_package_exists() -> None:
-    if "app.engine.moss_speech" in sys.modules or _importable("app.engine.moss_speech"):
-        pytest.skip("the MOSS-Speech engine package is present in this build")
-    with pytest.raises(EngineUnavailableError, match="--engine echo"):
+def test_moss_speech_without_folders_says_what_is_wrong_and_what_to_do() -> None:
+    with pytest.raises(EngineUnavailableError) as raised:
         build_engine(Settings(), "moss_speech")
+    error = raised.value
+    assert "no model and no codec folder is set" in str(error)
+    assert error.category == "model_invalid" and "model manager" in error.action
+    assert "--engine" not in str(error) + error.action  # no CLI wording in the app's banners
 
 
-def _importable(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None
+def test_an_engine_module_that_is_missing_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(ENGINE_MODULES, "moss_speech", "app.engine.no_such_engine")
+    with pytest.raises(EngineUnavailableError, match="not part of this installation"):
+        build_engine(Settings(), "moss_speech")
 
 
 def test_an_engine_package_plugs_in_with_build_engine(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@ model code).
 
 Public entry points, imported lazily so ``import app.engine.moss_speech`` stays cheap:
 ``load_model``, ``MossSpeechModel`` (``forward_grid``), ``load_tokenizer``, ``build_prompt``,
-``generate_rows``, ``GenerationSession``, ``Sampling``, ``MossSpeechConfig``, ``load_codec``.
+``generate_rows``, ``GenerationSession``, ``Sampling``, ``MossSpeechConfig``, ``load_codec``,
+and the voice-loop engine: ``build_engine(settings)`` (the factory's hook), ``MossSpeechEngine``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _EXPORTS = {
     "reply_text": "app.engine.moss_speech.reply",
     "ReplyStream": "app.engine.moss_speech.reply",
     "load_codec": "app.engine.moss_speech.codec",
+    "build_engine": "app.engine.moss_speech.build",
+    "MossSpeechEngine": "app.engine.moss_speech.engine",
 }
 
 __all__ = sorted(_EXPORTS)

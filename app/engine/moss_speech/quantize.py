@@ -9,7 +9,9 @@ Library choice: torchao, not bitsandbytes.
 - torchao's int4 weight-only uses the tinygemm kernel that ships inside torch itself (bf16,
   group-wise scales), fast for batch-1 decode on CUDA; it has no CPU kernel, so int4 is CUDA-only
   and refused up front on other devices.
-Embeddings and norms stay in bf16: a row reads one embedding row, but every Linear weight.
+Only the decoder layers' linears are quantised (``weights.is_quantised_unit``): embeddings, norms
+and the two LM heads stay in bf16 (a row reads one embedding row; the heads decide every token).
+The VRAM preflight (app/engine/preflight.py) counts memory by the same rule.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import save_file
@@ -18,7 +20,11 @@ from app.engine.folders import expected_lm_shapes
 from app.engine.moss_speech.codec.testing import write_tiny_codec
 from app.engine.moss_speech.config import MossSpeechConfig
 
-__all__ = ["write_tiny_checkpoint", "write_tiny_codec"]
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+__all__ = ["TinyReply", "tiny_engine_reply", "tiny_engine_settings", "write_tiny_checkpoint",
+           "write_tiny_codec", "write_tiny_voice"]
 
 TINY_SPECIAL_TOKENS = {  # id → (string, special); 151667 is <think> in Qwen3 and not special
     151643: ("<|endoftext|>", True),
@@ -108,3 +114,86 @@ def tiny_tokenizer_json() -> dict:
                   "vocab": vocab, "merges": []},
     }
 
+
+
+def write_tiny_voice(path: Path | str, seconds: float = 2.0, rate_hz: int = 24000) -> Path:
+    """A short speech-like voice-prompt WAV (the app ships no voice of its own)."""
+    import soundfile
+
+    from app.engine.moss_speech.codec.testing import speech_like
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    soundfile.write(path, speech_like(seconds, rate_hz, seed=7), rate_hz, subtype="FLOAT")
+    return path
+
+
+def tiny_engine_settings(folder: Path | str, **engine: object) -> Settings:
+    """Settings for the moss_speech engine on tiny random model, codec and voice written under
+    ``folder`` (once; reused if present). CPU, fp32, short replies."""
+    from app.settings import Settings
+
+    folder = Path(folder)
+    model_dir, codec_dir = folder / "model", folder / "codec"
+    if not (model_dir / "config.json").is_file():
+        write_tiny_checkpoint(model_dir)
+    if not (codec_dir / "flow" / "hift.pt").is_file():
+        write_tiny_codec(codec_dir)
+    voice = folder / "voice.wav"
+    if not voice.is_file():
+        write_tiny_voice(voice)
+    values = {"kind": "moss_speech", "model_dir": str(model_dir), "codec_dir": str(codec_dir),
+              "voice_prompt": str(voice), "device": "cpu", "precision": "fp32", **engine}
+    data = Settings().model_dump()
+    data["engine"].update(values)
+    data["sampling"].update(max_new_rows=24, seed=0)
+    return Settings.model_validate(data)
+
+
+@dataclass(frozen=True)
+class TinyReply:
+    """What :func:`tiny_engine_reply` observed."""
+
+    audio_samples: int
+    sample_rate_hz: int
+    stages_ms: dict[str, float]
+    transcripts: dict[str, str]
+    seconds: float
+
+
+def tiny_engine_reply(folder: Path | str) -> TinyReply:
+    """Build the real engine on tiny random checkpoints and answer one short spoken turn
+    (the end-to-end step of ``python -m app --self-test``). Raises if anything fails."""
+    import threading
+    import time
+
+    import numpy as np
+
+    from app.engine.base import ReplyAudio, ReplyDone, ReplyFailed, ReplyText, StageTimed, UserTurn
+    from app.engine.moss_speech.build import build_engine
+    from app.engine.moss_speech.codec.testing import speech_like
+
+    started = time.perf_counter()
+    engine = build_engine(tiny_engine_settings(folder))
+    try:
+        question = speech_like(1.0, 16000, seed=11)
+        engine.feed_user_audio(1, question)
+        samples, rate, stages = 0, 24000, {}
+        for event in engine.respond(UserTurn(1, question), threading.Event()):
+            if isinstance(event, ReplyAudio):
+                samples, rate = samples + len(event.pcm), event.sample_rate_hz
+            elif isinstance(event, StageTimed):
+                stages[event.stage] = event.duration_ms
+            elif isinstance(event, ReplyFailed):
+                raise RuntimeError(f"the tiny engine failed: {event.message}")
+            elif isinstance(event, ReplyDone) and event.cancelled:
+                raise RuntimeError("the tiny engine reply was cancelled")
+        if samples == 0 or not np.isfinite(samples):
+            raise RuntimeError("the tiny engine produced no audio")
+        engine.reply_heard(1, samples, rate)
+        transcripts: dict[str, str] = {e.role: e.text
+                                       for e in engine.idle_work(threading.Event())
+                                       if isinstance(e, ReplyText)}
+        return TinyReply(samples, rate, stages, transcripts, time.perf_counter() - started)
+    finally:
+        engine.close()

@@ -82,7 +82,7 @@ def load_model(model_dir: Path | str, device: str | torch.device = "cpu",
                 state[name] = tensor.to(device=device, dtype=dtype)
                 del tensor
             module.load_state_dict(state, assign=True, strict=True)
-            if precision in ("int8", "int4"):
+            if precision in ("int8", "int4") and is_quantised_unit(prefix):
                 quantize_linears(module, precision)
             report("load", (i + 1) / len(units))
     return finish(model, precision)
@@ -99,6 +99,14 @@ def load_units(model: MossSpeechModel) -> list[tuple[str, nn.Module]]:
               ("model.audio_norm", model.model.audio_norm),
               ("text_lm_head", model.text_lm_head), ("audio_lm_head", model.audio_lm_head)]
     return units
+
+
+def is_quantised_unit(prefix: str) -> bool:
+    """int8/int4 quantise the linear layers of the 40 decoder layers only. The embeddings,
+    norms and both LM heads stay bf16: the heads decide every sampled token, and in audio mode
+    the text head is not even read, so quantising it saves memory but no time per row. The
+    VRAM preflight (app/engine/preflight.py) counts memory by the same rule."""
+    return ".layers." in prefix
 
 
 def finish(model: MossSpeechModel, precision: str) -> MossSpeechModel:
@@ -124,7 +132,7 @@ def random_model(config: MossSpeechConfig, device: str | torch.device = "cpu",
     with torch.device("meta"):
         model = MossSpeechModel(config)
     generator = torch.Generator(device=device).manual_seed(seed)
-    for _prefix, module in load_units(model):
+    for prefix, module in load_units(model):
         state = {}
         for name, meta in module.state_dict().items():
             if name.endswith("norm.weight") or "layernorm" in name:
@@ -133,6 +141,6 @@ def random_model(config: MossSpeechConfig, device: str | torch.device = "cpu",
                 tensor = torch.empty(meta.shape, device=device, dtype=dtype)
                 state[name] = tensor.normal_(0.0, std, generator=generator)
         module.load_state_dict(state, assign=True, strict=True)
-        if precision in ("int8", "int4"):
+        if precision in ("int8", "int4") and is_quantised_unit(prefix):
             quantize_linears(module, precision)
     return finish(model, precision)

@@ -56,3 +56,13 @@ def switchy_model(tiny_model: MossSpeechModel) -> MossSpeechModel:
             direction = torch.randn(H, generator=generator)
             head.weight[token] = gain * direction / direction.norm()
     return model
+
+
+@pytest.fixture(scope="session")
+def engine_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tiny random model, codec and voice prompt for the voice-loop engine (written once)."""
+    from app.engine.moss_speech.testing import tiny_engine_settings
+
+    folder = tmp_path_factory.mktemp("engine")
+    tiny_engine_settings(folder)
+    return folder

@@ -18,17 +18,20 @@ def int8_model(tiny_dir: Path) -> MossSpeechModel:
     return load_model(tiny_dir, precision="int8")
 
 
-def test_int8_quantises_every_linear_and_nothing_else(int8_model: MossSpeechModel,
-                                                      tiny_dir: Path) -> None:
+def test_int8_quantises_the_decoder_linears_and_nothing_else(int8_model: MossSpeechModel,
+                                                              tiny_dir: Path) -> None:
     linears = [m for m in int8_model.modules() if isinstance(m, nn.Linear)]
-    assert len(linears) == 7 * MossSpeechConfig.tiny().kv_layers + 2
-    assert all(type(m.weight).__name__ == "Int8Tensor" for m in linears)
+    heads = (int8_model.text_lm_head, int8_model.audio_lm_head)
+    decoder = [m for m in linears if all(m is not head for head in heads)]
+    assert len(decoder) == 7 * MossSpeechConfig.tiny().kv_layers
+    assert all(type(m.weight).__name__ == "Int8Tensor" for m in decoder)
+    assert all(type(head.weight) is nn.Parameter for head in heads)  # heads stay bf16
     assert type(int8_model.model.embed_tokens.weight) is nn.Parameter
     assert int8_model.dtype == torch.bfloat16 and int8_model.precision == "int8"
     bf16 = load_model(tiny_dir, precision="bf16")
-    linear_bf16 = sum(m.weight.numel() * 2 for m in bf16.modules() if isinstance(m, nn.Linear))
+    linear_bf16 = sum(m.weight.numel() * 2 for m in decoder)
     saved = weight_bytes(bf16) - weight_bytes(int8_model)
-    assert saved > 0.45 * linear_bf16  # int8 weights are about half of bf16
+    assert saved > 0.45 * linear_bf16  # int8 decoder weights are about half of bf16
 
 
 def test_int8_logits_are_close_to_full_precision(int8_model: MossSpeechModel,
@@ -53,3 +56,15 @@ def test_random_full_structure_model_and_quantiser_errors() -> None:
     assert torch.isfinite(text).all() and torch.isfinite(audio).all()
     with pytest.raises(PrecisionError, match="use 'int8' or 'int4'"):
         quantize_linears(nn.Linear(4, 4), "bf16")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32", "int8"])
+def test_the_vram_preflight_counts_exactly_what_the_loader_allocates(precision: str) -> None:
+    """app/engine/preflight.py estimates weights by the quantisation rule of weights.py; the
+    two must agree byte for byte, or the preflight would refuse or admit the wrong setting."""
+    from app.engine import preflight
+
+    config = MossSpeechConfig.tiny()
+    model = random_model(config, precision=precision)
+    dims = preflight.ModelDims.from_config(config.to_dict())
+    assert weight_bytes(model) == preflight.weight_bytes(dims, precision)

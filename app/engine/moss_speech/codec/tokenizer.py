@@ -18,7 +18,11 @@ import torch
 
 from app.engine.moss_speech.codec import dsp
 from app.engine.moss_speech.codec.config import FrontEndConfig
-from app.engine.moss_speech.codec.whisper_vq import MEL_FRAMES_PER_TOKEN, WhisperVQEncoder
+from app.engine.moss_speech.codec.whisper_vq import (
+    MEL_FRAMES_PER_TOKEN,
+    EncoderState,
+    WhisperVQEncoder,
+)
 
 
 def as_mono_tensor(pcm: np.ndarray | torch.Tensor, what: str = "audio") -> torch.Tensor:
@@ -117,6 +121,18 @@ class _Segment:
         self.frame_min = torch.cat([self.frame_min, new.min(dim=0).values])
         self.max_value = max(self.max_value, float(new.max()))
 
+    def fork(self) -> _Segment:
+        """An independent copy: tensors are replaced (never written) on append, and both
+        sides copy the shared encoder keys/values before their next write."""
+        other = _Segment.__new__(_Segment)
+        other.__dict__.update(self.__dict__)
+        other.codes = list(self.codes)
+        forks = [cache.fork() for cache in self.state.kv]
+        for cache in self.state.kv:
+            cache.shared = True  # a later truncate-and-append must not write into the fork
+        other.state = EncoderState(self.state.n_tokens, forks)
+        return other
+
     def close(self, padded_samples: int) -> None:
         """The segment is complete: recompute the frames near the end as the batch encode does
         (zero padding to ``padded_samples``, reflection at the padded end)."""
@@ -184,6 +200,18 @@ class StreamEncoder:
         complete_frames = self._segment.raw.shape[1]
         self._note(self._segment.encode_available(complete_frames // MEL_FRAMES_PER_TOKEN))
         return self._new_codes()
+
+    def fork(self) -> StreamEncoder:
+        """An independent copy of this encoder in its current state, cheap (shared buffers,
+        copied on write): e.g. ``fork().finish()`` gives the codes of the audio so far while
+        this encoder goes on taking audio (a speculative reply at a pause)."""
+        if self._finished:
+            raise RuntimeError("fork() after finish(); start a new stream_encoder()")
+        other = StreamEncoder.__new__(StreamEncoder)
+        other.__dict__.update(self.__dict__)
+        other._done = list(self._done)
+        other._segment = self._segment.fork()
+        return other
 
     def finish(self) -> torch.Tensor:
         """Encode the rest (padding as the reference batch encode) and return every code."""

@@ -77,6 +77,41 @@ def test_incremental_equals_whole_across_30s_segments(codec: MossSpeechCodec) ->
     assert torch.equal(whole[375:-1], second[:-1])
 
 
+@pytest.mark.parametrize("loud_later", [False, True])
+def test_a_fork_finishes_the_audio_so_far_and_the_original_goes_on(
+        codec: MossSpeechCodec, loud_later: bool) -> None:
+    """A speculative reply at a pause takes fork().finish(); if the user resumes, the original
+    encoder goes on and still equals a whole encode (also when a revision hits both sides)."""
+    audio = speech_like(3.0, 16000, seed=8)
+    if loud_later:
+        audio[:16000] *= 1e-3
+        audio[36000:36400] *= 25.0  # after the fork: the original must rewind, not the fork
+    stream = codec.stream_encoder()
+    stream.push(audio[:20000])
+    stream.push(audio[20000:26000])
+    fork = stream.fork()
+    so_far = fork.finish()
+    stream.push(audio[26000:])
+    assert torch.equal(so_far, codec.encode(audio[:26000], 16000))
+    assert torch.equal(stream.finish(), codec.encode(audio, 16000))
+    assert (stream.revised_from is not None) == loud_later
+    with pytest.raises(RuntimeError, match="after finish"):
+        fork.fork()
+
+
+def test_two_forks_of_one_encoder_do_not_disturb_each_other(codec: MossSpeechCodec) -> None:
+    audio = speech_like(2.0, 16000, seed=9)
+    stream = codec.stream_encoder()
+    stream.push(audio[:12000])
+    first = stream.fork()
+    first.push(audio[12000:20000])
+    second = stream.fork()
+    second.push(audio[12000:16000])
+    assert torch.equal(first.finish(), codec.encode(audio[:20000], 16000))
+    assert torch.equal(second.finish(), codec.encode(audio[:16000], 16000))
+    assert torch.equal(stream.finish(), codec.encode(audio[:12000], 16000))
+
+
 def test_other_rates_and_channels(codec: MossSpeechCodec) -> None:
     audio_16k = speech_like(1.5, 16000, seed=8)
     audio_48k = dsp.resample(torch.from_numpy(audio_16k), 16000, 48000).numpy()

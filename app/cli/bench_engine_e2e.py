@@ -1,0 +1,91 @@
+"""Engine end to end: TTFA (turn handed over → first PCM), RTF and barge-in cancel latency over
+several turns of a conversation with the real MOSS-Speech engine on random weights.
+
+Each turn is driven as the voice loop drives it: the question is fed in 20 ms pieces while
+"spoken" (encode and prefill while talking), then ``respond`` streams the reply and
+``reply_heard`` commits it (KV roll-back and re-encode); every ``--barge-in-every``-th turn is
+cancelled from another thread at a random moment of its reply. ``--size full`` builds the
+published shapes (9.1 B parameters + the full codec) and needs a GPU with room for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--random-weights", action="store_true",
+                        help="build random weights on the device (the only mode for now)")
+    parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--precision", choices=("bf16", "fp32", "int8", "int4"), default="bf16")
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--question-s", type=float, default=2.0, help="each user turn (s)")
+    parser.add_argument("--voice-s", type=float, default=3.0, help="voice prompt length (s)")
+    parser.add_argument("--max-new-rows", type=int, default=60,
+                        help="reply length in rows (12.5 per second of speech)")
+    parser.add_argument("--chunk", type=int, choices=(5, 25), default=5)
+    parser.add_argument("--first-hop", choices=("aggressive", "aligned"), default="aggressive")
+    parser.add_argument("--final", choices=("causal", "reference"), default="causal",
+                        help="the codec stream's last step (the engine uses causal)")
+    parser.add_argument("--no-voice-prefix", dest="voice_prefix", action="store_false",
+                        help="recompute the voice prompt's flow state for every reply")
+    parser.add_argument("--barge-in-every", type=int, default=2,
+                        help="cancel every n-th reply at a random moment (0 = never)")
+    compile_group = parser.add_mutually_exclusive_group()
+    compile_group.add_argument("--compile", dest="compile", action="store_true", default=None,
+                               help="compile the decode step (default on CUDA)")
+    compile_group.add_argument("--no-compile", dest="compile", action="store_false")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from app.engine.moss_speech.bench_e2e import BenchOptions, run_bench
+
+    if not args.random_weights:
+        print("bench engine-e2e: pass --random-weights (checkpoint folders: use converse)")
+        return 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    options = BenchOptions(size=args.size, device=args.device, precision=args.precision,
+                           turns=args.turns, question_s=args.question_s, voice_s=args.voice_s,
+                           max_new_rows=args.max_new_rows, chunk_codes=args.chunk,
+                           first_hop=args.first_hop, barge_in_every=args.barge_in_every,
+                           compile=args.compile, final=args.final,
+                           voice_prefix=args.voice_prefix)
+    result = run_bench(options)
+    if "refused" in result:
+        print(f"bench engine-e2e: refused: {result['refused']}")
+        return 3
+    result.update(threads=torch.get_num_threads(), date=time.strftime("%Y-%m-%d"),
+                  peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    print(json.dumps(result) if args.json else _format(result))
+    return 0
+
+
+def _format(result: dict[str, Any]) -> str:
+    lines = [f"engine e2e: size={result['size']} device={result['device']} "
+             f"precision={result['precision']} compiled={result['compiled']} "
+             f"chunk={result['chunk_codes']} first_hop={result['first_hop']} "
+             f"final={result['final']} voice_prefix={result['voice_prefix']} "
+             f"threads={result['threads']} build {result['build_s']} s"]
+    for t in result["turns"]:
+        stages = " ".join(f"{k}={v}" for k, v in t["stages_ms"].items())
+        lines.append(f"turn {t['turn']}: TTFA {t['ttfa_ms']} ms ({stages}); reply "
+                     f"{t['reply_audio_s']} s, RTF {t['rtf']}; cancel {t['cancel_ms']} ms; "
+                     f"feed {t['feed_ms_per_s']} ms per s of speech; prefix reused "
+                     f"{t['prefill_reused_rows']} rows")
+    s = result["summary"]
+    lines.append(f"median TTFA {s['ttfa_ms_median']} ms (after turn 1: "
+                 f"{s['ttfa_ms_median_after_turn_1']} ms), median RTF {s['rtf_median']}, "
+                 f"barge-in cancel median {s['cancel_ms_median']} ms / max {s['cancel_ms_max']} "
+                 f"ms; transcript pass {result['transcript_pass_ms']} ms; peak RSS "
+                 f"{result['peak_rss_mib']} MiB")
+    return "\n".join(lines)

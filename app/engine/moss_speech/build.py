@@ -1,0 +1,139 @@
+"""Build the MOSS-Speech engine from settings: check, load, warm up.
+
+Cheap checks first, so a person hears what is wrong in milliseconds and nothing big is loaded
+for a setting that cannot work: folders set and verified (file list, headers, shapes), a voice
+prompt for spoken replies, the device, the precision for that device, the VRAM preflight. Then
+the model, tokenizer, codec and voice load, and :func:`warm_up` compiles the decode step (CUDA
+graphs on CUDA) and primes the codec so the first reply does not pay for it.
+
+Every failure is an :class:`~app.engine.factory.EngineUnavailableError` whose ``category`` picks
+the banner (``model_invalid``, ``voice_prompt``, ``out_of_memory``) and whose ``action`` says
+what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from app.engine.factory import EngineUnavailableError
+from app.engine.folders import FolderError, verify_codec_folder
+from app.engine.moss_speech import device as dev
+from app.engine.moss_speech.codec import CodecConfigError, CodecLoadError, load_codec
+from app.engine.moss_speech.engine import MossSpeechEngine
+from app.engine.moss_speech.parts import EngineInputError, EngineParts
+from app.engine.moss_speech.quantize import PrecisionError, check_precision
+from app.engine.moss_speech.tokenizer import load_tokenizer
+from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS
+from app.engine.moss_speech.weights import load_model, verify_checkpoint
+from app.engine.preflight import WORKING_MARGIN_BYTES
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MODEL_ACTION = "Choose or download the model in the model manager."
+VOICE_ACTION = ("Choose a 3–20 s WAV or FLAC recording of a voice in Settings → Engine → Voice "
+                "prompt (the app ships no voice of its own).")
+
+
+def build_engine(settings: Settings) -> MossSpeechEngine:
+    """Load and warm up the engine the settings describe (on the engine worker thread)."""
+    parts = load_parts(settings)
+    engine = MossSpeechEngine(parts, settings)
+    warm_up(engine)
+    return engine
+
+
+def load_parts(settings: Settings) -> EngineParts:
+    e = settings.engine
+    model_dir, codec_dir = _folders(settings)
+    if e.output_modality == "audio" and e.voice_prompt is None:
+        raise EngineUnavailableError("no voice prompt is set: MOSS-Speech speaks in the voice "
+                                     "of a recording you choose", "voice_prompt", VOICE_ACTION)
+    choice = dev.choose_device(e.device)
+    try:
+        check_precision(e.precision, choice.device)
+    except PrecisionError as exc:
+        raise EngineUnavailableError(str(exc), action=dev.PRECISION_ACTION) from exc
+    try:
+        verify_checkpoint(model_dir)
+        verify_codec_folder(codec_dir).raise_if_bad()
+    except FolderError as exc:
+        raise EngineUnavailableError(str(exc), "model_invalid", MODEL_ACTION) from exc
+    dev.check_fits(dev.free_memory_bytes(choice.device), e.precision, e.context_max_rows,
+                   model_dir, extra_rows=TRANSCRIPT_MAX_ROWS)
+    try:
+        return _load(settings, choice, model_dir, codec_dir)
+    except (FolderError, CodecLoadError, CodecConfigError) as exc:
+        raise EngineUnavailableError(str(exc), "model_invalid", MODEL_ACTION) from exc
+    except EngineInputError as exc:
+        raise EngineUnavailableError(str(exc), exc.category, exc.action) from exc
+    except Exception as exc:
+        if not dev.is_out_of_memory(exc):
+            raise
+        dev.release_memory(choice.device)
+        raise EngineUnavailableError(
+            f"the model does not fit the free memory of {choice.device} ({exc})",
+            "out_of_memory", dev.PRECISION_ACTION) from exc
+
+
+def _folders(settings: Settings) -> tuple[Path, Path]:
+    e = settings.engine
+    missing = [name for name, folder in (("model", e.model_dir), ("codec", e.codec_dir))
+               if folder is None]
+    if missing:
+        raise EngineUnavailableError(f"no {' and no '.join(missing)} folder is set",
+                                     "model_invalid", MODEL_ACTION)
+    assert e.model_dir is not None and e.codec_dir is not None
+    return Path(e.model_dir), Path(e.codec_dir)
+
+
+def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path,
+          codec_dir: Path) -> EngineParts:
+    e = settings.engine
+    model = load_model(model_dir, choice.device, e.precision)
+    tokenizer = load_tokenizer(model_dir, model.config)
+    codec = load_codec(codec_dir, choice.device, torch.float32,
+                       streaming_chunks=(settings.streaming.chunk_codes,))
+    voice = None
+    if e.voice_prompt is not None:
+        from app.engine.moss_speech.codec import VoiceFileError
+
+        try:
+            voice = codec.voice(e.voice_prompt)
+        except VoiceFileError as exc:
+            raise EngineInputError(str(exc), VOICE_ACTION, "voice_prompt") from exc
+    return EngineParts(model, tokenizer, codec, voice, choice, model_dir, e.voice_prompt)
+
+
+def warm_up(engine: MossSpeechEngine) -> None:
+    """Compile the decode step (both modes) and build the voice state before the first turn.
+
+    If compiling fails the engine falls back to the eager step with a logged warning; if the
+    voice-prefix state leaves less than the working margin free on the GPU, it is dropped."""
+    engine.warm_decode()
+    _warm_codec(engine)
+
+
+def _warm_codec(engine: MossSpeechEngine) -> None:
+    voice = engine.voice
+    if voice is None:
+        return
+    policy = engine.policy
+    decoder = engine.codec.stream_decoder(voice, policy.chunk_codes,
+                                          first_hop=policy.first_hop,  # type: ignore[arg-type]
+                                          final="causal", reuse_voice_prefix=True)
+    try:
+        if engine.device.type != "cpu":  # prime the kernels; on a CPU this would take seconds
+            decoder.push([0] * (decoder.next_hop() + decoder.lookahead))
+    finally:
+        decoder.close()
+    free = dev.free_memory_bytes(engine.device)
+    if free is not None and free < WORKING_MARGIN_BYTES:
+        log.warning("the voice-prefix state (%.0f MiB) leaves too little GPU memory; the first "
+                    "chunk of each reply will take longer", engine.codec.cache_nbytes() / 2**20)
+        engine.codec.clear_caches()
+        engine.reuse_voice_prefix = False
+        engine.apply_settings(engine.settings)

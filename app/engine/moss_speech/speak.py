@@ -1,0 +1,139 @@
+"""Streaming one reply: AR rows → codes → codec stream decoder → PCM events, or text events.
+
+Each row is yielded by the generation session as soon as it is sampled; codes become audio as
+soon as the stream decoder has a hop of them (chunk-5 with the aggressive first hop by default:
+the first audio after 3–8 codes). Cancellation is checked after every row and every codec
+chunk, so a barge-in stops the reply within one AR row plus one codec chunk.
+
+Codec choices (justified in the README's engine section, measured in BENCHMARKS.md):
+``final="causal"`` ends the stream with one more cached chunk step instead of the reference's
+full-context pass, whose cost grows with the reply (it would delay the last words of a long
+answer); ``reuse_voice_prefix`` keeps the voice prompt's flow state between replies, halving
+the first chunk, when memory allows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.engine.base import EngineEvent, ReplyAudio, ReplyText, StageTimed
+from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning
+from app.engine.moss_speech.codec.codec import OUTPUT_SAMPLE_RATE_HZ
+from app.engine.moss_speech.generate import GenerationSession
+from app.engine.moss_speech.reply import ReplyStream
+from app.engine.moss_speech.sampling import Sampling
+from app.engine.moss_speech.tokenizer import MossTokenizer
+
+
+@dataclass(frozen=True)
+class StreamPolicy:
+    """How reply codes become audio (settings.streaming plus the engine's memory choice)."""
+
+    chunk_codes: int = 5
+    first_hop: str = "aggressive"
+    final: str = "causal"
+    reuse_voice_prefix: bool = True
+
+
+@dataclass
+class ReplyRecord:
+    """What one reply produced, kept until the voice loop says how much was heard."""
+
+    pcm: list[np.ndarray] = field(default_factory=list)  # 24 kHz pieces as yielded
+    codes: list[int] = field(default_factory=list)
+    text: str = ""
+    rows: int = 0
+    finished: bool = False  # ran to its end (not cancelled)
+
+    def heard_pcm(self, heard_samples: int) -> np.ndarray:
+        audio = np.concatenate(self.pcm) if self.pcm else np.zeros(0, np.float32)
+        return audio[:max(0, heard_samples)]
+
+
+class _Stages:
+    """first_row (generation start → first row) and first_chunk (first row → first output)."""
+
+    def __init__(self, turn_id: int) -> None:
+        self.turn_id = turn_id
+        self.started = time.perf_counter()
+        self.first_row_at: float | None = None
+        self.first_output = False
+
+    def row(self) -> StageTimed | None:
+        if self.first_row_at is not None:
+            return None
+        self.first_row_at = time.perf_counter()
+        return StageTimed(self.turn_id, "first_row", (self.first_row_at - self.started) * 1000)
+
+    def output(self) -> StageTimed | None:
+        if self.first_output:
+            return None
+        self.first_output = True
+        since = self.first_row_at if self.first_row_at is not None else self.started
+        return StageTimed(self.turn_id, "first_chunk", (time.perf_counter() - since) * 1000)
+
+
+def speak(session: GenerationSession, codec: MossSpeechCodec, voice: VoiceConditioning,
+          sampling: Sampling, seed: int | None, policy: StreamPolicy, cancel: threading.Event,
+          turn_id: int, record: ReplyRecord) -> Iterator[EngineEvent]:
+    """Generate a spoken reply on a prefilled session; yields stage timings and audio."""
+    stages, stream = _Stages(turn_id), ReplyStream(session.config)
+    decoder = codec.stream_decoder(
+        voice, policy.chunk_codes, first_hop=policy.first_hop,  # type: ignore[arg-type]
+        final=policy.final, seed=seed or 0,  # type: ignore[arg-type]
+        reuse_voice_prefix=policy.reuse_voice_prefix)
+    try:
+        for row in session.rows(sampling, cancel=cancel, seed=seed):
+            record.rows += 1
+            if (timed := stages.row()) is not None:
+                yield timed
+            codes, _ = stream.push(row)
+            if codes:
+                record.codes += codes
+                pcm = decoder.push(codes)
+                if len(pcm):
+                    yield from _audio(stages, record, turn_id, pcm)
+            if cancel.is_set():
+                return
+        pcm = decoder.finish()
+        if len(pcm):
+            yield from _audio(stages, record, turn_id, pcm)
+        record.finished = True
+    finally:
+        decoder.close()
+
+
+def _audio(stages: _Stages, record: ReplyRecord, turn_id: int,
+           pcm: np.ndarray) -> Iterator[EngineEvent]:
+    if (timed := stages.output()) is not None:
+        yield timed
+    record.pcm.append(pcm)
+    yield ReplyAudio(turn_id, pcm, OUTPUT_SAMPLE_RATE_HZ)
+
+
+def write(session: GenerationSession, tokenizer: MossTokenizer, sampling: Sampling,
+          seed: int | None, cancel: threading.Event, turn_id: int,
+          record: ReplyRecord) -> Iterator[EngineEvent]:
+    """Generate a text reply (output modality "text"); each ReplyText holds the text so far."""
+    stages, stream = _Stages(turn_id), ReplyStream(session.config)
+    for row in session.rows(sampling, cancel=cancel, seed=seed):
+        record.rows += 1
+        if (timed := stages.row()) is not None:
+            yield timed
+        _, text_ids = stream.push(row)
+        if text_ids:
+            text = tokenizer.decode(stream.text_ids)
+            if text != record.text:
+                if (timed := stages.output()) is not None:
+                    yield timed
+                record.text = text
+                yield ReplyText(turn_id, text, "assistant", final=False)
+        if cancel.is_set():
+            break
+    record.finished = not cancel.is_set()
+    yield ReplyText(turn_id, record.text, "assistant", final=True)
