@@ -230,9 +230,17 @@ def check_tiny_codec(ctx: SelfTestContext) -> str:
     return f"13 codes per second, streamed {pcm.shape[0]} samples (= codes × 1920)"
 
 
-# When the MOSS-Speech engine lands it adds one function here and one line below: "tiny engine
-# reply" (build the engine on the tiny folders, respond() to a short UserTurn, expect ReplyAudio
-# then ReplyDone).
+def check_tiny_engine_reply(ctx: SelfTestContext) -> str:
+    """The whole MOSS-Speech engine on tiny random checkpoints: one spoken turn, one reply."""
+    from app.engine.moss_speech.testing import tiny_engine_reply
+
+    reply = tiny_engine_reply(ctx.work_dir / "tiny-engine")
+    first_audio_ms = sum(reply.stages_ms.get(stage, 0.0) for stage in
+                         ("encode", "prefill", "first_row", "first_chunk"))
+    sides = ", ".join(sorted(reply.transcripts)) or "none"
+    return (f"{reply.audio_samples / reply.sample_rate_hz:.2f} s of reply audio, first audio "
+            f"after {first_audio_ms:.0f} ms, transcripts for {sides}")
+
 STEPS: list[Step] = [
     Step("bundled resources", check_resources),
     Step("offline mode", check_offline_mode),
@@ -242,6 +250,7 @@ STEPS: list[Step] = [
     Step("window", check_qt),
     Step("tiny language model", check_tiny_language_model),
     Step("tiny codec", check_tiny_codec),
+    Step("tiny engine reply", check_tiny_engine_reply),
 ]
 
 
