@@ -11,13 +11,29 @@ from app.paths import log_dir
 LOG_FILE_NAME = "moss-voice.log"
 
 
+class _CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is now (it can be replaced after setup, e.g. by test
+    capture or an embedding host), never to a stream that was closed since."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # logging reads and writes this attribute
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
 def setup_logging(verbose: bool = False, to_file: bool = True) -> None:
     root = logging.getLogger()
     if getattr(root, "_moss_voice_configured", False):
         return
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     if sys.stderr is not None:  # None in windowed (no console) bundles
-        console = logging.StreamHandler(sys.stderr)
+        console = _CurrentStderrHandler()
         console.setLevel(logging.DEBUG if verbose else logging.WARNING)
         console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         root.addHandler(console)
