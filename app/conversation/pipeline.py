@@ -97,6 +97,7 @@ class Pipeline:
         self._origin_set = False
         self._stop_lock = threading.Lock()
         self._stopped = False
+        self._released = threading.Event()  # set when stop() has released everything
         self._last_finished_turn = 0  # replies end in turn order; later reports are stale
 
     # ---- ConversationPort ------------------------------------------------------------------
@@ -160,6 +161,13 @@ class Pipeline:
         self._worker.stop()
         if self._jsonl is not None:
             self._jsonl.close()
+        self._released.set()
+
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """Stop (or let a stop already under way finish) and wait until devices and the engine
+        are released, so the process never exits with a PortAudio stream half closed."""
+        self.stop()
+        return self._released.wait(timeout_s)
 
     @property
     def stopped(self) -> bool:

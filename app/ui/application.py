@@ -66,4 +66,7 @@ def run_gui(port_factory: PortFactory | None = None) -> int:
     app = create_application()
     window = build_main_window(port_factory)
     window.show()
-    return app.exec()
+    code = app.exec()
+    if not window.release_port(timeout_s=5.0):
+        logging.getLogger(__name__).warning("the voice loop did not stop within 5 s")
+    return code

@@ -393,6 +393,12 @@ class MainWindow(QMainWindow):
         self.update_settings(settings, reload_engine=True)
         self.start_conversation()
 
+    def release_port(self, timeout_s: float = 5.0) -> bool:
+        """After the event loop has ended: wait until the voice loop has released devices and
+        the engine, so the process never exits with an audio stream half closed."""
+        port = self.bridge.port
+        return port is None or port.close(timeout_s)
+
     def closeEvent(self, event: QCloseEvent) -> None:
         # Ask the pipeline to stop; its threads end on their own, the GUI never waits on them.
         self.frame_timer.stop()

@@ -145,6 +145,8 @@ def test_the_live_pipeline_answers_speech_on_real_streams(null_sink) -> None:
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "audio" / "question.wav"
     report = run_client(LIVE, null_sink, str(fixture))
     assert report["finished"] and report["turns_started"] == [1]
-    assert 500 <= report["latency_ms"] <= 900
+    # Behaviour, not speed (speed is in BENCHMARKS.md): the latency record is complete and at
+    # least the endpoint silence; the upper bound only catches a reply that never really came.
+    assert 500 <= report["latency_ms"] <= 5000
     assert report["spoken_s"] == pytest.approx(1.6, abs=0.5)  # the VAD's view, real streams
     assert report["heard_ms"] > 1000

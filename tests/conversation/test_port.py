@@ -71,8 +71,9 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
     reply = np.zeros(48000, np.float32)
     assert port.reply_waveform is reply_waveform and reply_waveform.sample_rate_hz == 48000
     assert reply_waveform.read_latest(reply) == 48000 and np.max(np.abs(reply)) > 0.05
-    port.submit(Shutdown())
-    pipeline.stop()
+    port.submit(Shutdown())  # the voice loop stops itself...
+    assert port.close(5.0)  # ...and close() waits until that stop has released everything
+    assert port.close(0.0)  # closing again is harmless
     names = {name for name, event in received if not isinstance(event, EngineStatusChanged)}
     assert names <= {"voice-loop", "MainThread"}
     assert "voice-loop" in names

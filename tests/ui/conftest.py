@@ -23,6 +23,11 @@ class FakePort:
         self.reply_waveform = RingBuffer(24000 * 8, 24000)
         self.commands: list[Command] = []
         self.sinks: list[Callable[[PipelineEvent], None]] = []
+        self.closed_with: list[float] = []
+
+    def close(self, timeout_s: float = 5.0) -> bool:
+        self.closed_with.append(timeout_s)
+        return True
 
     def submit(self, command: Command) -> None:
         self.commands.append(command)

@@ -207,3 +207,13 @@ def test_a_configured_but_broken_model_folder_is_reported(qtbot: QtBot, port: Fa
     assert "config.json" in text and "codec: folder does not exist" in text
     assert window.banners.banners["error-model_invalid"].action_button.text() == (
         "Open the model manager")
+
+
+def test_closing_the_window_asks_the_voice_loop_to_stop_and_release_waits_for_it(
+        qtbot: QtBot, port: FakePort) -> None:
+    window = open_window(qtbot, done_first_run(), port)
+    window.close()
+    assert port.commands_of(Shutdown)  # the close event only asks; the GUI never waits on it
+    assert port.closed_with == []
+    assert window.release_port(timeout_s=2.5)  # after the event loop: wait for the release
+    assert port.closed_with == [2.5]
