@@ -27,6 +27,7 @@ run: setup
 
 test: setup
 	$(PY) -m ruff check app tests packaging
+	$(PY) -m mypy app
 	$(PY) -m pytest
 
 # The one-folder bundle dist/moss-voice/ (PyInstaller), its self-test (offscreen) and, on Linux,

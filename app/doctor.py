@@ -47,7 +47,7 @@ def torch_report() -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def _npu_available() -> bool:
     try:
         import torch
-        import torch_npu  # type: ignore[import-not-found]  # noqa: F401
+        import torch_npu  # noqa: F401 - registers torch.npu
 
         return bool(torch.npu.is_available())  # type: ignore[attr-defined]
     except Exception:

@@ -11,14 +11,14 @@ from app.paths import log_dir
 LOG_FILE_NAME = "moss-voice.log"
 
 
-class _CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _CurrentStderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is now (it can be replaced after setup, e.g. by test
     capture or an embedding host), never to a stream that was closed since."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self):  # logging reads and writes this attribute
         return sys.stderr
 

@@ -50,9 +50,9 @@ def run(args: argparse.Namespace) -> int:
 
         inductor_config.cpp_wrapper = True
     if args.overhead_only:
-        result = bench_lm.python_overhead(bench_lm.size_config(args.size),
-                                          torch.device(args.device), args.compile)
-        return _print(result, args)
+        overhead = bench_lm.python_overhead(bench_lm.size_config(args.size),
+                                            torch.device(args.device), args.compile)
+        return _print(overhead, args)
     if not args.random_weights and not args.model_dir:
         print("bench engine: pass --random-weights or --model-dir PATH")
         return 2

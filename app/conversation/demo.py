@@ -81,6 +81,13 @@ class SimulatedConversation:
                                             daemon=True)
             self._thread.start()
 
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """Stop the conversation (a Shutdown ends the simulation loop) and wait for the release."""
+        self.pipeline.submit(ev.Shutdown())
+        if self._thread is not None and not self.finished.wait(timeout_s):
+            return False
+        return self.pipeline.close(timeout_s)
+
     def join(self, timeout_s: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout_s)

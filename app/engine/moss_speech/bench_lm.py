@@ -154,7 +154,7 @@ def run_bench(size: str, device: str, precision: str, model_dir: str | None, pro
                               "build_s": round(time.perf_counter() - start, 2)}
     result.update(measure_model(model, prompt_rows, decode_rows, compile,
                                 bandwidth=size == "full" or model_dir is not None))
-    model = None  # free the weights before the overhead twin is built
+    del model  # free the weights before the overhead twin is built
     result.update(python_overhead(config, dev, compile))
     return result
 

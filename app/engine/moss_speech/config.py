@@ -137,7 +137,7 @@ class MossSpeechConfig:
                    audio_vocab_size=16512, max_position_embeddings=1024)
 
 
-def _coerce(cls: type, name: str, value: Any) -> Any:
+def _coerce(cls: Any, name: str, value: Any) -> Any:  # cls: a dataclass type
     kind = cls.__dataclass_fields__[name].type
     if kind == "float":
         return float(value)

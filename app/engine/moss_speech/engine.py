@@ -126,7 +126,8 @@ class MossSpeechEngine(Engine):
         A voice file or context bound that cannot be used raises before anything changes."""
         engine = settings.engine
         voice = self._voice
-        old_chunk = self.policy.chunk_codes if hasattr(self, "policy") else None
+        policy: StreamPolicy | None = getattr(self, "policy", None)  # None while constructing
+        old_chunk = policy.chunk_codes if policy is not None else None
         voice_changed = engine.voice_prompt != self._voice_path or old_chunk not in (
             None, settings.streaming.chunk_codes)  # the voice state is per chunk size
         if engine.voice_prompt != self._voice_path:
