@@ -13,6 +13,7 @@ while the app runs is not offered until the next start.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,8 @@ class AudioIO:
         self.output: StreamHandle | None = None
         self.player: Player | None = None
         self.reply_ring = RingBuffer(int(24000 * REPLY_WAVEFORM_S), 24000)
+        # mixed into the speaker after the reply (the acoustic check's chirp); output thread
+        self.test_signal: Callable[[np.ndarray, float], None] | None = None
 
     # ---- the voice loop's side -------------------------------------------------------------
 
@@ -107,6 +110,7 @@ class AudioIO:
                 self.player.drop(now_s)
             self.player = Player(rate, self._playback_start_ms, self._inbox.post_control)
             self.reply_ring = RingBuffer(int(rate * REPLY_WAVEFORM_S), rate)
+        self._listener.echo_canceller.configure_output(rate)
         handle.start()
 
     # ---- device callbacks (device threads: copy and post only) ------------------------------
@@ -122,6 +126,8 @@ class AudioIO:
             player.fill(out, dac)
         else:
             out.fill(0.0)
+        if (extra := self.test_signal) is not None:
+            extra(out, dac)
         self.reply_ring.write(out)
         self._listener.echo_canceller.observe_playback(out, dac)
 

@@ -24,12 +24,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from app import events as ev
+from app.audio.aec import AecStage
 from app.audio.backend import AudioBackend, DeviceInfo
 from app.audio.echo_canceller import EchoCanceller
 from app.audio.player import PlaybackNotice
 from app.conversation import turns as t
 from app.conversation.audio_io import AudioIO, StreamLost
 from app.conversation.clock import Clock, WallClock
+from app.conversation.echo_control import EchoControl
 from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener
@@ -66,7 +68,7 @@ class Pipeline:
         self.clock = clock or WallClock()
         self._inbox = Inbox()
         self._listener = Listener(scorer, Segmenter(VadParams.from_settings(settings.vad)),
-                                  echo_canceller)
+                                  echo_canceller or AecStage("headset"))
         self._controller = t.TurnController(t.TurnParams.from_settings(settings))
         self.metrics = TurnMetrics()
         self._jsonl = JsonLinesWriter(metrics_jsonl) if metrics_jsonl else None
@@ -75,6 +77,7 @@ class Pipeline:
         self._io = AudioIO(backend, self._listener, self.clock, self._inbox,
                            settings.audio.playback_start_ms, block_ms)
         self._routes = ReplyRoutes(lambda: self._io.player)
+        self._echo = EchoControl(settings, self._listener, self._io)
         self._sinks: list[Callable[[ev.PipelineEvent], None]] = []
         self._seq = 0
         self._feed_index: int | None = None  # next 16 kHz sample of the user turn to feed
@@ -113,7 +116,8 @@ class Pipeline:
         """Open the devices, start the engine worker (and the voice-loop thread)."""
         now = self.clock.now()
         for event in (self._io.start_input(self.settings.audio.input_device, now)
-                      + self._io.start_output(self.settings.audio.output_device, now)):
+                      + self._io.start_output(self.settings.audio.output_device, now)
+                      + self._echo.start()):
             self._emit(event)
         self._worker.start()
         self._emit(ev.EngineStatusChanged(self._worker.info))
@@ -161,6 +165,10 @@ class Pipeline:
     def engine_info(self) -> EngineInfo:
         return self._worker.info
 
+    @property
+    def echo(self) -> EchoControl:
+        return self._echo
+
     def is_quiet(self) -> bool:
         """Nobody has the floor: no user turn, no reply pending or playing."""
         idle = (ev.ConversationState.LISTENING, ev.ConversationState.IDLE)
@@ -192,8 +200,10 @@ class Pipeline:
             if not self._origin_set and self._listener.first_sample_s is not None:
                 self.metrics.origin_s = self._listener.first_sample_s
                 self._origin_set = True
-            self._run(self._controller.on_vad(update, self.clock.now()))
+            self._run(self._controller.on_vad(update, self.clock.now(), self._echo.echo_guard))
         self._feed_user_audio()
+        for event in self._echo.poll(self.clock.now()):
+            self._emit(event)
 
     def _control(self, item: object) -> None:
         now = self.clock.now()
@@ -212,6 +222,10 @@ class Pipeline:
             self._run(c.set_muted(item.muted, now))
         elif isinstance(item, ev.SetListenMode):
             self._run(c.set_mode(item.mode, now))
+        elif isinstance(item, ev.RunAcousticCheck):
+            self._run(c.stop_reply(now))
+            for event in self._echo.start_check(now):
+                self._emit(event)
         elif isinstance(item, ev.ApplySettings):
             self._apply_settings(item.settings, now)
         elif isinstance(item, ev.Shutdown):
@@ -276,11 +290,17 @@ class Pipeline:
     def _on_vad_restarted(self, a: t.VadRestarted) -> None:
         self._listener.segmenter.reset()
 
+    def _on_false_interruption(self, a: t.FalseInterruption) -> None:
+        self.metrics.false_interruptions += 1
+        self._emit(ev.FalseInterruptionDetected(a.turn_id, self._rel(a.t_s), a.reply_stopped,
+                                                self.metrics.false_interruptions))
+
     _ACTIONS: ClassVar[dict[type, Callable[[Pipeline, Any], None]]] = {
         t.StateSet: _on_state, t.TurnStarted: _on_turn_started, t.TurnEnded: _on_turn_ended,
         t.TurnAbandoned: _on_turn_abandoned, t.SpeculationStarted: _on_speculation_started,
         t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
         t.DuckSet: _on_duck, t.VadRestarted: _on_vad_restarted,
+        t.FalseInterruption: _on_false_interruption,
     }
 
     # ---- user audio → engine ---------------------------------------------------------------
@@ -350,6 +370,7 @@ class Pipeline:
         if notice.kind == "audible":
             self.metrics.audible(notice.turn_id, notice.t_s)
             self._emit(ev.ReplyStarted(notice.turn_id, self._rel(notice.t_s)))
+            self._echo.reply_audible(notice.t_s)
             self._run(self._controller.reply_audible(notice.turn_id, self.clock.now()))
             return
         self._reply_over(notice.turn_id, notice.heard_samples, notice.sample_rate_hz,
@@ -370,6 +391,7 @@ class Pipeline:
                 self._jsonl.write(record)
             self._emit(ev.TurnMeasured(record))
         self._emit(ev.ReplyFinished(turn_id, interrupted, heard_ms))
+        self._echo.reply_over(t_s)
         if route is not None:
             self._routes.close(route.seq)
         self._run(self._controller.reply_finished(turn_id, self.clock.now()))
@@ -385,7 +407,7 @@ class Pipeline:
         self._listener.segmenter.params = VadParams.from_settings(new.vad)
         self._run(self._controller.update_params(t.TurnParams.from_settings(new), now))
         self._io.set_playback_start_ms(new.audio.playback_start_ms)
-        events: list[ev.PipelineEvent] = []
+        events: list[ev.PipelineEvent] = self._echo.apply(new)
         if new.audio.input_device != old.audio.input_device:
             events += self._io.start_input(new.audio.input_device, now)
         if new.audio.output_device != old.audio.output_device:

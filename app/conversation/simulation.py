@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from app.audio.echo_canceller import EchoCanceller
 from app.audio.simulated import DeviceFailure, SimulatedBackend, SimulatedMicrophone
+from app.audio.simulated_echo import SimulatedEcho
 from app.conversation.clock import VirtualClock, WallClock
 from app.conversation.metrics import summarize
 from app.conversation.pipeline import Pipeline
@@ -50,6 +52,7 @@ class SimulationOptions:
     settle_s: float = 0.5
     max_tail_s: float = 60.0
     record_output: bool = True
+    echo: SimulatedEcho | None = None  # the speaker comes back into the microphone
 
 
 @dataclass
@@ -65,9 +68,11 @@ class SimulationResult:
     engine_info: EngineInfo
     endpoint_silence_ms: float
     charged_compute_s: float = 0.0
+    false_interruptions: int = 0
+    echo: dict[str, Any] = field(default_factory=dict)  # echo mode, canceller, delay, ERLE
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.records, self.endpoint_silence_ms)
+        return summarize(self.records, self.endpoint_silence_ms, self.false_interruptions)
 
 
 def _ptt_commands(pairs: tuple[tuple[float, float], ...]) -> list[tuple[float, Command]]:
@@ -83,8 +88,8 @@ def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicr
                    options: SimulationOptions | None = None, *,
                    scorer: SpeechScorer | None = None,
                    on_event: Callable[[PipelineEvent], None] | None = None,
-                   keep_events: bool = True, metrics_jsonl: Path | None = None
-                   ) -> SimulationResult:
+                   keep_events: bool = True, metrics_jsonl: Path | None = None,
+                   echo_canceller: EchoCanceller | None = None) -> SimulationResult:
     """Run one conversation; the engine is closed afterwards."""
     options = options or SimulationOptions()
     block_s = options.block_ms / 1000.0
@@ -92,9 +97,10 @@ def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicr
              else VirtualClock(options.charge_compute))
     backend = SimulatedBackend(microphone, options.output_rate_hz, options.output_latency_ms,
                                options.input_devices, options.output_devices, options.failures,
-                               record_output=options.record_output)
+                               record_output=options.record_output, echo=options.echo)
     pipeline = Pipeline(settings, engine, backend, clock=clock, scorer=scorer,
-                        block_ms=options.block_ms, metrics_jsonl=metrics_jsonl)
+                        block_ms=options.block_ms, metrics_jsonl=metrics_jsonl,
+                        echo_canceller=echo_canceller)
     records: list[TurnRecord] = []
     events: list[PipelineEvent] = []
 
@@ -123,7 +129,9 @@ def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicr
         output_rate_hz=options.output_rate_hz, input_duration_s=duration_s, simulated_s=now,
         wall_s=wall_s, underruns=pipeline.underruns, engine_info=pipeline.engine_info,
         endpoint_silence_ms=settings.vad.endpoint_silence_ms,
-        charged_compute_s=getattr(clock, "charged_s", 0.0))
+        charged_compute_s=getattr(clock, "charged_s", 0.0),
+        false_interruptions=pipeline.metrics.false_interruptions,
+        echo=pipeline.echo.status())
 
 
 def _drive(pipeline: Pipeline, backend: SimulatedBackend, clock: VirtualClock | WallClock,
