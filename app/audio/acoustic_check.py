@@ -93,8 +93,10 @@ def recommend(echo_detected: bool, erl_db: float | None, clipped: bool) -> tuple
         return "half_duplex", (f"The echo is very loud ({-erl_db:.0f} dB louder than what was "
                                "played). Lower the speaker volume and run the check again, or "
                                "use half-duplex (no interrupting while it speaks).")
-    return "automatic", (f"The microphone hears the speaker (echo {erl_db:.0f} dB below what "
-                         "was played); echo cancellation removes it, so you can interrupt by "
+    level = (f"{erl_db:.0f} dB below" if erl_db >= 0.5 else
+             f"{-erl_db:.0f} dB louder than" if erl_db <= -0.5 else "as loud as")
+    return "automatic", (f"The microphone hears the speaker (the echo is {level} what was "
+                         "played); echo cancellation removes it, so you can interrupt by "
                          "talking.")
 
 

@@ -160,8 +160,8 @@ class EchoControl:
         mic, speaker = self._check_pair
         self.store.put(mic, speaker, m)
         round_trip = None
+        self._use_delay(m.delay_ms, m.echo_detected)
         if m.delay_ms is not None:
-            self._use_delay(m.delay_ms)
             latencies = sum(h.latency_s for h in (self._io.input, self._io.output) if h)
             round_trip = m.delay_ms + latencies * 1000
         return AcousticCheckFinished(
@@ -178,10 +178,14 @@ class EchoControl:
         self._pair = pair
         entry = self.store.get(*pair) if pair is not None else None
         delay = entry.get("delay_ms") if entry else None
-        self.measured_delay_ms = None
-        self._use_delay(float(delay) if isinstance(delay, int | float) else None)
+        detected = entry.get("echo_detected") if entry else None
+        self._use_delay(float(delay) if isinstance(delay, int | float) else None,
+                        detected if isinstance(detected, bool) else None)
 
-    def _use_delay(self, delay_ms: float | None) -> None:
+    def _use_delay(self, delay_ms: float | None, echo_detected: bool | None) -> None:
+        """What a check found for the pair in use: the canceller's coarse delay, and whether
+        there is an echo at all until the canceller can tell by itself."""
         self.measured_delay_ms = delay_ms
         if self.stage is not None:
             self.stage.set_delay_ms(max(0.0, (delay_ms or 0.0) - ALIGNMENT_MARGIN_MS))
+            self.stage.presence.prior = echo_detected
