@@ -4,7 +4,8 @@ A logarithmic sweep (200 Hz → 6 kHz, 0.6 s, -10 dBFS) is mixed into the speake
 quarter second of silence (the microphone's noise floor); the 16 kHz microphone signal before
 the echo canceller is collected with its capture times. A matched filter (cross-correlation
 with the sweep) finds the echo:
-- delay = capture time of the echo's strongest path − DAC time of the sweep's first sample
+- delay = capture time of the echo's first strong arrival (the direct path) − DAC time of the
+  sweep's first sample
   (what the device latencies do not already account for; the echo canceller's coarse delay);
 - echo return loss (ERL) = energy of the sweep as played / energy of its echo at the
   microphone (noise floor removed), in dB: 0 dB means as loud, higher means quieter;
@@ -118,7 +119,11 @@ def analyse(mic: np.ndarray, mic_start_s: float, sweep_dac_s: float,
     size = 1 << int(np.ceil(np.log2(len(window) + len(sweep))))
     corr = np.fft.irfft(np.fft.rfft(window, size) * np.conj(np.fft.rfft(sweep, size)), size)
     corr = corr[:lags]  # [lags] correlation of the window with the sweep at each lag
-    lag = int(np.argmax(np.abs(corr)))
+    # The direct path is the first strong arrival (reflections can be as strong): the first
+    # lag within 6 dB of the peak, then its own local maximum.
+    magnitude = np.abs(corr)
+    first_strong = int(np.argmax(magnitude >= 0.5 * magnitude.max()))
+    lag = first_strong + int(np.argmax(magnitude[first_strong:first_strong + 16]))
     spread = np.sqrt(max(noise_power, 1e-12)) * float(np.linalg.norm(sweep))
     detected = bool(abs(corr[lag]) > DETECTION_SIGMAS * spread)
     delay_ms = erl_db = None

@@ -44,6 +44,7 @@ NO_ECHO_RATIO_DB = -45.0  # microphone vs far-end energy: below this, no echo re
 ECHO_WINDOW_FRAMES = 40  # energies summed over 0.4 s, so echo delays hardly matter
 ECHO_VERDICT_FRAMES = 20  # votes needed for a verdict ...
 ECHO_VERDICT_AFTER_S = 0.5  # ... and far-end activity, so echo delays up to ~0.4 s have shown
+ECHO_HISTORY_FRAMES = 300  # the verdict is the median of up to 3 s of far-active votes
 
 
 class AecUnavailableError(RuntimeError):
@@ -59,15 +60,16 @@ class EchoPresence:
     ``ECHO_VERDICT_AFTER_S`` since the last reset, is the median of the recent votes: above
     ``NO_ECHO_RATIO_DB`` there is an echo. The threshold is conservative:
     silero still flags speech at -55 dBFS, and a -45 dB ratio keeps any echo of a -20 dBFS
-    reply below -65 dBFS. Speech of the person during a reply raises a few votes; the median
-    does not follow it unless they talk over most of the reply. ``prior`` (the acoustic
+    reply below -65 dBFS. Speech of the person during a reply raises some votes (for as long as
+    they talk, plus the window); the median over up to 3 s of votes does not follow that unless
+    they talk over most of the reply (and a barge-in stops the reply, ending the votes). ``prior`` (the acoustic
     check's finding for this device pair) answers until the votes do.
     """
 
     def __init__(self) -> None:
         self._window: deque[tuple[float, float]] = deque(maxlen=ECHO_WINDOW_FRAMES)
         self._far_sum = self._near_sum = 0.0
-        self._votes_db: deque[float] = deque(maxlen=4 * ECHO_VERDICT_FRAMES)
+        self._votes_db: deque[float] = deque(maxlen=ECHO_HISTORY_FRAMES)
         self._active_in_window = 0
         self._active_frames = 0  # since the last clear
         self.prior: bool | None = None

@@ -7,6 +7,10 @@ the far-end sample that reached the speaker at the same moment a microphone samp
 captured (device latencies are already in both timestamps). Callback jitter of a few
 milliseconds is absorbed (blocks are kept contiguous); a larger jump (a new output stream, a
 stall, clock drift building up) re-anchors the timeline at the block's own timestamp.
+
+Most of the time nothing plays and the player hands out exact zeros: those blocks are not
+resampled at all (the timeline reads zeros wherever nothing was written), which keeps the far
+end's cost near zero between replies.
 """
 
 from __future__ import annotations
@@ -80,11 +84,12 @@ class FarEndReference:
         self._ring: CaptureBuffer | None = None
         self._resampler: StreamResampler | None = None
         self._next: int | None = None  # where the next resampled block continues
+        self._silent_run = 0  # zero samples fed to the resampler since the last sound
 
     def configure_output(self, sample_rate_hz: int) -> None:
         """A (new) output stream at ``sample_rate_hz``; call before it starts."""
         self._ring = CaptureBuffer(sample_rate_hz, capacity_s=2.0)
-        self._resampler = StreamResampler(sample_rate_hz, RATE_HZ)
+        self._resampler = None
         self._next = None
 
     def push(self, played: np.ndarray, dac_time_s: float) -> None:
@@ -95,12 +100,22 @@ class FarEndReference:
 
     def update(self) -> None:
         """Move everything pushed so far onto the timeline (voice-loop thread)."""
-        ring, resampler = self._ring, self._resampler
-        if ring is None or resampler is None:
+        ring = self._ring
+        if ring is None:
             return
         pcm, end_s = ring.pull()
         if len(pcm) == 0:
             return
+        if np.any(pcm):
+            self._silent_run = 0
+        elif self._silent_run >= ring.sample_rate_hz // 50:  # the resampler holds only zeros
+            self._resampler, self._next = None, None  # a fresh one when sound comes back
+            return
+        else:
+            self._silent_run += len(pcm)
+        if self._resampler is None:
+            self._resampler = StreamResampler(ring.sample_rate_hz, RATE_HZ)
+        resampler = self._resampler
         far = resampler.process(pcm)
         if len(far) == 0:
             return
