@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.model_store import REPOS
 
@@ -71,7 +71,11 @@ class FirstRunPage(QWidget):
             speakers.setTextFormat(Qt.TextFormat.RichText)
             inner.addWidget(speakers)
             inner.addWidget(acoustic_check)
+        row = QHBoxLayout()  # (an aligned item would get its plain size hint: clipped text)
+        row.addStretch(1)
+        row.addWidget(card)
+        row.addStretch(1)
         outer = QVBoxLayout(self)
         outer.addStretch(1)
-        outer.addWidget(card, 0, Qt.AlignmentFlag.AlignHCenter)
+        outer.addLayout(row)
         outer.addStretch(2)
