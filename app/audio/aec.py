@@ -62,8 +62,8 @@ class EchoPresence:
     silero still flags speech at -55 dBFS, and a -45 dB ratio keeps any echo of a -20 dBFS
     reply below -65 dBFS. Speech of the person during a reply raises some votes (for as long as
     they talk, plus the window); the median over up to 3 s of votes does not follow that unless
-    they talk over most of the reply (and a barge-in stops the reply, ending the votes). ``prior`` (the acoustic
-    check's finding for this device pair) answers until the votes do.
+    they talk over most of the reply (and a barge-in stops the reply, ending the votes).
+    ``prior`` (the acoustic check's finding for this device pair) answers until the votes do.
     """
 
     def __init__(self) -> None:

@@ -13,6 +13,7 @@ is far below anything a speaker or a canceller can resolve.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -103,7 +104,8 @@ def _to_int16(pcm: np.ndarray) -> np.ndarray:
     return (np.clip(pcm, -1.0, 32767 / 32768) * 32768).astype(np.int16)
 
 
-KERNELS = {"pywebrtc-audio": PyWebRtcAec3, "livekit": LiveKitAec3}
+KERNELS: dict[str, Callable[[], AecKernel]] = {"pywebrtc-audio": PyWebRtcAec3,
+                                               "livekit": LiveKitAec3}
 
 
 def default_kernel() -> AecKernel:

@@ -146,7 +146,7 @@ def measure_library(name: str, signals: Signals, delay_ms: float, gain_db: float
         "warmup_vad_frames": int(np.sum(probabilities[_frames(first)] >= 0.5)),
         "vad_frames_after": int(np.sum(probabilities[after] >= 0.5)),
         "dt_onset_frames": int(np.argmax(kept) - np.argmax(voiced)) if kept.any() else 99,
-        "dt_voiced_kept": round(float(np.sum(kept & voiced) / max(1, np.sum(voiced))), 2),
+        "dt_voiced_kept": round(float(np.sum(kept & voiced)) / max(1, int(np.sum(voiced))), 2),
         "dt_corr": round(_corr(out[slice(*over)], signals.voice[slice(*over)]), 2),
         "dt_level_db": round(_level_db(out[slice(*over)], signals.voice[slice(*over)]), 1),
         "near_corr": round(_corr(out[slice(*alone)], signals.voice[slice(*alone)]), 2),
@@ -320,17 +320,23 @@ def part_pipeline(kernel_name: str, a: np.ndarray, b: np.ndarray,
             "stage_cpu_ms_per_s": round(stage_ms, 2)}
     barge_track, truth = barge_in_track(a, b)
     barge: dict[str, Any] = {}
-    for delay, gain in [(None, 0.0)] + [(d, g) for d in DELAYS_MS for g in (0, -10)]:
-        result, _ = _simulate(barge_track, "automatic", kernel_name, delay, gain)
+    rooms: list[tuple[float | None, float]] = [(None, 0.0)]
+    rooms += [(float(d), float(g)) for d in DELAYS_MS for g in (0, -10)]
+    for room_delay, room_gain in rooms:
+        result, _ = _simulate(barge_track, "automatic", kernel_name, room_delay, room_gain)
         records = [r.barge_in for r in result.records if r.barge_in is not None]
-        from_truth = [(r.silent_s - min(truth, key=lambda t, o=r.onset_s: abs(t - o))) * 1000
-                      for r in records]
-        barge[f"{'no echo' if delay is None else f'{delay} ms, {gain} dB'}"] = {
+        from_truth = [(r.silent_s - _nearest(truth, r.onset_s)) * 1000 for r in records]
+        name = "no echo" if room_delay is None else f"{room_delay:.0f} ms, {room_gain:.0f} dB"
+        barge[name] = {
             "barge_ins": f"{len(records)}/{len(truth)}",
             "stop_ms_median": _median([r.stop_latency_ms for r in records]),
             "stop_from_true_onset_ms_median": _median(from_truth),
             "false_interruptions": result.false_interruptions}
     return {"replies": rows, "barge_in": barge}
+
+
+def _nearest(times: list[float], t_s: float) -> float:
+    return min(times, key=lambda candidate: abs(candidate - t_s))
 
 
 def _median(values: list[float]) -> float | None:
