@@ -27,6 +27,7 @@ echo; the turn controller then lets speech during a reply only duck it.
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -72,6 +73,8 @@ class EchoPresence:
         self._votes_db: deque[float] = deque(maxlen=ECHO_HISTORY_FRAMES)
         self._active_in_window = 0
         self._active_frames = 0  # since the last clear
+        self._verdict: bool | None = None  # recomputed as votes come in (medians cost)
+        self._unsettled_votes = 0
         self.prior: bool | None = None
 
     def clear(self) -> None:
@@ -79,6 +82,7 @@ class EchoPresence:
         self._far_sum = self._near_sum = 0.0
         self._votes_db.clear()
         self._active_in_window = self._active_frames = 0
+        self._verdict, self._unsettled_votes = None, 0
 
     def add(self, far_power: list[float], near_power: list[float]) -> None:
         """Mean-square power of consecutive frames of the far end and the microphone."""
@@ -97,15 +101,22 @@ class EchoPresence:
             self._active_frames += active
             if active and 2 * self._active_in_window >= ECHO_WINDOW_FRAMES:
                 ratio = max(self._near_sum, 1e-14) / max(self._far_sum, 1e-14)
-                self._votes_db.append(10 * float(np.log10(ratio)))
+                self._votes_db.append(10 * math.log10(ratio))
+                self._unsettled_votes += 1
+        if self._unsettled_votes >= 5 or (self._unsettled_votes and self._verdict is None):
+            self._unsettled_votes = 0
+            self._verdict = self._decide()
+
+    def _decide(self) -> bool | None:
+        if (len(self._votes_db) < ECHO_VERDICT_FRAMES
+                or self._active_frames * FRAME_SAMPLES < ECHO_VERDICT_AFTER_S * RATE_HZ):
+            return None
+        return bool(np.median(self._votes_db) > NO_ECHO_RATIO_DB)
 
     @property
     def echo_heard(self) -> bool | None:
-        """None until enough far end has played to tell."""
-        if (len(self._votes_db) < ECHO_VERDICT_FRAMES
-                or self._active_frames * FRAME_SAMPLES < ECHO_VERDICT_AFTER_S * RATE_HZ):
-            return self.prior
-        return bool(np.median(self._votes_db) > NO_ECHO_RATIO_DB)
+        """None until enough far end has played to tell (or the prior, if there is one)."""
+        return self.prior if self._verdict is None else self._verdict
 
 
 class AecStage:
@@ -218,7 +229,9 @@ class AecStage:
         self.far.push(played, dac_time_s)
 
     def configure_output(self, sample_rate_hz: int) -> None:
+        """A new speaker: a new echo path, so AEC3 adapts again."""
         self.far.configure_output(sample_rate_hz)
+        self.reset()
 
     def process(self, mic: np.ndarray, adc_time_s: float) -> np.ndarray:
         self.far.update()
@@ -258,8 +271,10 @@ class AecStage:
         self._fed += count
         out = kernel.process(near, far)
         frames = count // FRAME_SAMPLES
-        far_power = np.mean(np.square(far.reshape(frames, FRAME_SAMPLES)), axis=1)  # [frames]
-        near_power = np.mean(np.square(near.reshape(frames, FRAME_SAMPLES)), axis=1)
+        far_frames = far.reshape(frames, FRAME_SAMPLES)
+        near_frames = near.reshape(frames, FRAME_SAMPLES)
+        far_power = np.einsum("ij,ij->i", far_frames, far_frames) / FRAME_SAMPLES  # [frames]
+        near_power = np.einsum("ij,ij->i", near_frames, near_frames) / FRAME_SAMPLES
         self.presence.add(far_power.tolist(), near_power.tolist())
         active = far_power > FAR_ACTIVE_RMS**2
         if np.any(active):

@@ -11,7 +11,8 @@ the last reply (double talk). Figures:
   first reply / on echo-only frames afterwards (either starts a false barge-in);
 - warm-up leaks: every available utterance played alone as the first reply to a fresh
   canceller (the bundled sentences, plus the test fixtures' espeak-ng utterances when run from
-  a checkout): the longest run of silero frames ≥ 0.5 on the output and when it ends;
+  a checkout): the longest run of silero frames ≥ 0.5 on the output, the earliest start and
+  the latest end of any such run (the warm-up guard must cover them);
 - double talk: ``dt_onset_frames`` (silero's onset on the output minus on the clean voice, in
   32 ms frames), ``dt_voiced_kept`` (voiced frames kept), ``dt_corr`` (correlation with the
   clean voice), ``dt_level_db``; near end alone: ``near_corr``, ``near_level_db``;
@@ -169,15 +170,15 @@ def _available(names: list[str]) -> list[str]:
     return found
 
 
-def _longest_run(flags: np.ndarray) -> tuple[int, int]:
-    """(length, end index) of the longest run of True."""
-    best = (0, 0)
-    run = 0
-    for index, flag in enumerate(flags):
+def _runs(flags: np.ndarray) -> tuple[int, int | None, int | None]:
+    """(longest run of True, first True index, one past the last True index)."""
+    longest = run = 0
+    for flag in flags:
         run = run + 1 if flag else 0
-        if run > best[0]:
-            best = (run, index + 1)
-    return best
+        longest = max(longest, run)
+    hits = np.flatnonzero(flags)
+    return longest, (int(hits[0]) if len(hits) else None), (
+        int(hits[-1]) + 1 if len(hits) else None)
 
 
 def warmup_leaks(names: list[str], utterances: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -198,13 +199,16 @@ def warmup_leaks(names: list[str], utterances: dict[str, np.ndarray]) -> dict[st
                     count = len(far) // FRAME_SAMPLES * FRAME_SAMPLES
                     out = np.concatenate([kernel.process(mic[:count], far[:count])
                                           [kernel.latency_samples:], np.zeros(1, np.float32)])
-                    runs.append(_longest_run(_probabilities(out) >= 0.5))
-        longest = max(runs)
-        results[name] = {"first_replies": len(runs),
-                         "with_leak": sum(1 for length, _ in runs if length > 0),
-                         "longest_leak_ms": longest[0] * FRAME * 1000 // RATE,
-                         "latest_leak_end_ms": max(end for length, end in runs if length)
-                         * FRAME * 1000 // RATE if longest[0] else None}
+                    runs.append(_runs(_probabilities(out) >= 0.5))
+        leaks = [run for run in runs if run[0] > 0]
+        frame_ms = FRAME * 1000 // RATE
+        results[name] = {
+            "first_replies": len(runs), "with_leak": len(leaks),
+            "longest_leak_ms": max((r[0] for r in leaks), default=0) * frame_ms,
+            "earliest_leak_start_ms": min((r[1] * frame_ms for r in leaks if r[1] is not None),
+                                          default=None),
+            "latest_leak_end_ms": max((r[2] * frame_ms for r in leaks if r[2] is not None),
+                                      default=None)}
     return results
 
 

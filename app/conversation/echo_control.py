@@ -112,11 +112,14 @@ class EchoControl:
     def checking(self) -> bool:
         return self._check is not None
 
-    def start_check(self, now_s: float) -> list[PipelineEvent]:
+    def start_check(self, now_s: float, talking: bool = False) -> list[PipelineEvent]:
         if self._check is not None:
             return []
         mic, speaker = self._io.input, self._io.output
         pair = (mic.device_name if mic else None, speaker.device_name if speaker else None)
+        if talking:
+            return [AcousticCheckFinished(False, *pair, message=(
+                "Someone was talking; the check needs a quiet moment. Run it again."))]
         if mic is None or speaker is None:
             return [AcousticCheckFinished(False, *pair, message=(
                 "The acoustic check needs a microphone and a speaker; connect them (or choose "

@@ -224,7 +224,7 @@ class Pipeline:
             self._run(c.set_mode(item.mode, now))
         elif isinstance(item, ev.RunAcousticCheck):
             self._run(c.stop_reply(now))
-            for event in self._echo.start_check(now):
+            for event in self._echo.start_check(now, talking=c.user_turn_id is not None):
                 self._emit(event)
         elif isinstance(item, ev.ApplySettings):
             self._apply_settings(item.settings, now)

@@ -196,3 +196,11 @@ def test_a_short_noise_during_a_reply_is_a_counted_false_interruption() -> None:
     assert peaks.min() < 0.1  # ... ducked (to a quarter) at once ...
     assert np.count_nonzero(peaks < 0.1) <= 8  # ... for as long as it lasted ...
     assert peaks[-8:].min() > 0.25  # ... and back to full volume while the reply goes on
+
+
+def test_no_check_while_someone_is_talking() -> None:
+    pcm = track([(0.3, speech("question"))], 0.3 + 2 * duration("question") + 2.0)
+    result = talk(pcm, SimulatedEcho(60, -6.0), commands=((1.0, RunAcousticCheck()),))
+    [check] = of(result, AcousticCheckFinished)
+    assert not check.ok and "quiet moment" in check.message
+    assert len(result.records) == 1 and interrupted(result) == 0  # the turn went on
