@@ -9,7 +9,7 @@ library and why).
   from the acoustic check: e.g. Bluetooth speakers whose latency the driver does not report)
   shifts the far end; AEC3's own delay estimator finds the rest (0–400 ms measured here).
 
-Does the microphone hear the speaker at all? (:class:`EchoPresence`.) Measured here: AEC3
+Does the microphone hear the speaker at all? (:mod:`app.audio.echo_detector`.) Measured: AEC3
 swallows the start of barge-ins even with no echo at all, because its suppressor cannot tell
 "no echo" from "not converged yet". So while the verdict is *no echo* (a headset left in
 ``automatic``) the stage hands out the microphone untouched, with no added latency; AEC3 keeps
@@ -27,13 +27,12 @@ echo; the turn controller then lets speech during a reply only duck it.
 from __future__ import annotations
 
 import logging
-import math
-from collections import deque
 from collections.abc import Callable
 
 import numpy as np
 
 from app.audio.aec_kernels import FRAME_SAMPLES, AecKernel, default_kernel
+from app.audio.echo_detector import EchoDetector
 from app.audio.far_end import RATE_HZ, FarEndReference
 from app.settings import EchoMode
 
@@ -41,82 +40,10 @@ log = logging.getLogger(__name__)
 WARMUP_FAR_S = 1.5  # far-end activity AEC3 needs before it is trusted (see module docstring)
 GUARD_FROM_S = 0.4  # ... and from when its leaks start to matter
 FAR_ACTIVE_RMS = 10 ** (-55 / 20)  # a far-end frame louder than -55 dBFS counts as activity
-NO_ECHO_RATIO_DB = -45.0  # microphone vs far-end energy: below this, no echo reaches the mic
-ECHO_WINDOW_FRAMES = 40  # energies summed over 0.4 s, so echo delays hardly matter
-ECHO_VERDICT_FRAMES = 20  # votes needed for a verdict ...
-ECHO_VERDICT_AFTER_S = 0.5  # ... and far-end activity, so echo delays up to ~0.4 s have shown
-ECHO_HISTORY_FRAMES = 300  # the verdict is the median of up to 3 s of far-active votes
 
 
 class AecUnavailableError(RuntimeError):
     """The echo-cancellation library could not be loaded."""
-
-
-class EchoPresence:
-    """Whether the microphone hears the speaker, from frame energies (16 kHz, 10 ms frames).
-
-    For every far-active frame whose 0.4 s window is at least half far-active (not the onset of
-    a reply, whose echo may not have arrived yet): the microphone's energy over the window
-    against the far end's, in dB. The verdict, once the far end has been active for
-    ``ECHO_VERDICT_AFTER_S`` since the last reset, is the median of the recent votes: above
-    ``NO_ECHO_RATIO_DB`` there is an echo. The threshold is conservative:
-    silero still flags speech at -55 dBFS, and a -45 dB ratio keeps any echo of a -20 dBFS
-    reply below -65 dBFS. Speech of the person during a reply raises some votes (for as long as
-    they talk, plus the window); the median over up to 3 s of votes does not follow that unless
-    they talk over most of the reply (and a barge-in stops the reply, ending the votes).
-    ``prior`` (the acoustic check's finding for this device pair) answers until the votes do.
-    """
-
-    def __init__(self) -> None:
-        self._window: deque[tuple[float, float]] = deque(maxlen=ECHO_WINDOW_FRAMES)
-        self._far_sum = self._near_sum = 0.0
-        self._votes_db: deque[float] = deque(maxlen=ECHO_HISTORY_FRAMES)
-        self._active_in_window = 0
-        self._active_frames = 0  # since the last clear
-        self._verdict: bool | None = None  # recomputed as votes come in (medians cost)
-        self._unsettled_votes = 0
-        self.prior: bool | None = None
-
-    def clear(self) -> None:
-        self._window.clear()
-        self._far_sum = self._near_sum = 0.0
-        self._votes_db.clear()
-        self._active_in_window = self._active_frames = 0
-        self._verdict, self._unsettled_votes = None, 0
-
-    def add(self, far_power: list[float], near_power: list[float]) -> None:
-        """Mean-square power of consecutive frames of the far end and the microphone."""
-        active_power = FAR_ACTIVE_RMS**2
-        for far_p, near_p in zip(far_power, near_power, strict=True):
-            if len(self._window) == ECHO_WINDOW_FRAMES:
-                old_far, old_near = self._window[0]
-                self._far_sum -= old_far
-                self._near_sum -= old_near
-                self._active_in_window -= old_far > active_power
-            self._window.append((far_p, near_p))
-            self._far_sum += far_p
-            self._near_sum += near_p
-            active = far_p > active_power
-            self._active_in_window += active
-            self._active_frames += active
-            if active and 2 * self._active_in_window >= ECHO_WINDOW_FRAMES:
-                ratio = max(self._near_sum, 1e-14) / max(self._far_sum, 1e-14)
-                self._votes_db.append(10 * math.log10(ratio))
-                self._unsettled_votes += 1
-        if self._unsettled_votes >= 5 or (self._unsettled_votes and self._verdict is None):
-            self._unsettled_votes = 0
-            self._verdict = self._decide()
-
-    def _decide(self) -> bool | None:
-        if (len(self._votes_db) < ECHO_VERDICT_FRAMES
-                or self._active_frames * FRAME_SAMPLES < ECHO_VERDICT_AFTER_S * RATE_HZ):
-            return None
-        return bool(np.median(self._votes_db) > NO_ECHO_RATIO_DB)
-
-    @property
-    def echo_heard(self) -> bool | None:
-        """None until enough far end has played to tell (or the prior, if there is one)."""
-        return self.prior if self._verdict is None else self._verdict
 
 
 class AecStage:
@@ -131,7 +58,7 @@ class AecStage:
                  kernel_factory: Callable[[], AecKernel] = default_kernel,
                  warmup_far_s: float = WARMUP_FAR_S) -> None:
         self.far = FarEndReference()
-        self.presence = EchoPresence()
+        self.detector = EchoDetector()
         self._kernel_factory = kernel_factory
         self._kernel: AecKernel | None = None
         self.kernel_name = ""
@@ -188,7 +115,7 @@ class AecStage:
 
     def _restart_warmup(self) -> None:
         self._far_active_samples = 0
-        self.presence.clear()
+        self.detector.clear()
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -198,7 +125,7 @@ class AecStage:
 
     @property
     def echo_heard(self) -> bool | None:
-        return self.presence.echo_heard
+        return self.detector.echo_heard
 
     @property
     def warming_up(self) -> bool:
@@ -272,13 +199,12 @@ class AecStage:
         out = kernel.process(near, far)
         frames = count // FRAME_SAMPLES
         far_frames = far.reshape(frames, FRAME_SAMPLES)
-        near_frames = near.reshape(frames, FRAME_SAMPLES)
         far_power = np.einsum("ij,ij->i", far_frames, far_frames) / FRAME_SAMPLES  # [frames]
-        near_power = np.einsum("ij,ij->i", near_frames, near_frames) / FRAME_SAMPLES
-        self.presence.add(far_power.tolist(), near_power.tolist())
         active = far_power > FAR_ACTIVE_RMS**2
-        if np.any(active):
-            self._far_active_samples += int(np.count_nonzero(active)) * FRAME_SAMPLES
+        active_samples = int(np.count_nonzero(active)) * FRAME_SAMPLES
+        self.detector.add(near, far, active_samples)
+        if active_samples:
+            self._far_active_samples += active_samples
             mask = np.repeat(active, FRAME_SAMPLES)
             self.near_energy += float(np.sum(np.square(near[mask])))
             self.out_energy += float(np.sum(np.square(out[mask])))

@@ -89,6 +89,7 @@ class EchoControl:
                 "canceller": stage.kernel_name if stage is not None and stage.active else None,
                 "measured_delay_ms": self.measured_delay_ms,
                 "coarse_delay_ms": stage.delay_ms if stage is not None else None,
+                "estimated_delay_ms": stage.detector.delay_ms if stage is not None else None,
                 "far_active_s": round(stage.far_active_s, 3) if stage is not None else None,
                 "erle_db": None if erle is None else round(erle, 1)}
 
@@ -191,4 +192,4 @@ class EchoControl:
         self.measured_delay_ms = delay_ms
         if self.stage is not None:
             self.stage.set_delay_ms(max(0.0, (delay_ms or 0.0) - ALIGNMENT_MARGIN_MS))
-            self.stage.presence.prior = echo_detected
+            self.stage.detector.prior = echo_detected

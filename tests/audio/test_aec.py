@@ -163,3 +163,17 @@ def test_cancelling_costs_a_small_share_of_one_core() -> None:
     drive(AecStage(), far, np.zeros(len(far), np.float32), SimulatedEcho(60, -6.0))
     cpu_s = time.process_time() - started
     assert cpu_s < 0.3 * len(far) / RATE
+
+
+def test_the_detector_finds_the_delay_and_is_not_fooled_by_a_person_talking_over() -> None:
+    far = reply()
+    stage = AecStage()
+    drive(stage, far, np.zeros(len(far), np.float32), SimulatedEcho(230, -12.0))
+    assert stage.detector.delay_ms == pytest.approx(230 + 1, abs=3)  # + the resampler's 1 ms
+    voice = np.zeros(len(far), np.float32)
+    talk = speech("stop")  # 1.3 s, most of it over the reply, no echo at all
+    voice[int(1.5 * RATE):int(1.5 * RATE) + len(talk)] = talk
+    quiet_room = AecStage()
+    _, _, states = drive(quiet_room, far, voice, None)
+    verdicts = {s["echo_heard"] for s in states[int(0.8 * RATE) // BLOCK:]}
+    assert verdicts == {False}
