@@ -9,19 +9,25 @@ library and why).
   from the acoustic check: e.g. Bluetooth speakers whose latency the driver does not report)
   shifts the far end; AEC3's own delay estimator finds the rest (0–400 ms measured here).
 
-Does the microphone hear the speaker at all? (:mod:`app.audio.echo_detector`.) Measured: AEC3
-swallows the start of barge-ins even with no echo at all, because its suppressor cannot tell
-"no echo" from "not converged yet". So while the verdict is *no echo* (a headset left in
-``automatic``) the stage hands out the microphone untouched, with no added latency; AEC3 keeps
-running and adapting underneath, and its output is used again as soon as an echo shows up.
-Until the far end has played at all, the microphone is also passed straight through (there is
-nothing to cancel), so turns before the first reply do not pay AEC3's 8 ms.
+Does the microphone hear the speaker at all? (:mod:`app.audio.echo_detector`, by correlating
+the microphone with what was played.) Measured: AEC3 swallows the start of speech over a reply
+even with no echo at all, because its suppressor cannot tell "no echo" from "not converged
+yet". So while the verdict is *no echo* (a headset left in ``automatic``) the stage hands out
+the microphone untouched, with no added latency; AEC3 keeps running and adapting underneath,
+and its output is used again as soon as an echo shows up. Until the far end has played at all
+the microphone is also passed straight through (there is nothing to cancel), so turns before
+the first reply do not pay AEC3's 8 ms. While the verdict is still open (the first ~0.65 s of
+far end after a start, unless the acoustic check left a prior) AEC3's output is used: on
+speakers that keeps the echo out; on a headset it delays a barge-in that early until the
+verdict (measured in ``bench voice-loop``'s barge_in_early).
 
 Warm-up guard: after a start, a reset or a delay change AEC3 lets parts of the echo through
-until its filter has converged (measured: up to 0.55 s of speech-like residue 0.6–1.2 s into
-the first reply; none in the first 0.6 s, where it still suppresses hard). ``warming_up`` is
-True from ``GUARD_FROM_S`` to ``warmup_far_s`` of far-end activity, unless the verdict is no
-echo; the turn controller then lets speech during a reply only duck it.
+until its filter has converged (measured: runs of speech-like residue up to 0.4-0.55 s long,
+starting after 0.6 s and ending by 1.0-1.2 s into the first reply, depending on the voice and
+the room; none earlier, where it still suppresses hard). ``warming_up`` is True from
+``GUARD_FROM_S`` to ``warmup_far_s`` of far-end activity, unless the verdict is no echo or the
+latest look at the microphone found no echo in it (the speech the VAD hears is then a person,
+not a leak); the turn controller lets speech during a reply only duck it while the guard holds.
 """
 
 from __future__ import annotations
@@ -132,7 +138,7 @@ class AecStage:
         """AEC3 is not trusted yet (see the module docstring)."""
         far = self._far_active_samples / RATE_HZ
         return (self.active and GUARD_FROM_S <= far < self.warmup_far_s
-                and self.echo_heard is not False)
+                and self.echo_heard is not False and self.detector.last_vote is not False)
 
     @property
     def far_active_s(self) -> float:

@@ -19,6 +19,10 @@ once the verdict was "no echo"); "no echo" needs two votes in a row after the fa
 long enough for any echo up to 0.4 s late to have shown (0.65 s), or twenty in a row (2 s of
 playback) to overturn an "echo" verdict (a headset put on). ``prior`` (the acoustic check's
 finding for the device pair) answers until the first verdict.
+
+``last_vote`` is the latest evaluation alone (0.1 s fresh): False means the microphone holds no
+echo right now (silence, or a person talking over the reply), which lets the warm-up guard
+confirm a barge-in before the verdict.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class EchoDetector:
         self.delay_ms: float | None = None  # from the latest echo vote
         self.last_ncc = 0.0
         self._peak_lag: int | None = None  # lag of the previous high peak
+        self.last_vote: bool | None = None  # of the latest evaluation (None: no vote)
 
     @property
     def echo_heard(self) -> bool | None:
@@ -75,8 +80,10 @@ class EchoDetector:
         self._since_evaluation = 0
         far_power = float(np.mean(np.square(self._far[-WINDOW:])))
         if far_power < FAR_ACTIVE_POWER:
+            self.last_vote = None
             return
-        self._vote(self._evaluate(far_power))
+        self.last_vote = self._evaluate(far_power)
+        self._vote(self.last_vote)
 
     def _evaluate(self, far_power: float) -> bool | None:
         near = self._near[-WINDOW:].astype(np.float64)
