@@ -20,9 +20,10 @@ long enough for any echo up to 0.4 s late to have shown (0.65 s), or twenty in a
 playback) to overturn an "echo" verdict (a headset put on). ``prior`` (the acoustic check's
 finding for the device pair) answers until the first verdict.
 
-``last_vote`` is the latest evaluation alone (0.1 s fresh): False means the microphone holds no
-echo right now (silence, or a person talking over the reply), which lets the warm-up guard
-confirm a barge-in before the verdict.
+``sound_without_echo`` is the latest evaluation alone (0.1 s fresh): the microphone holds sound
+that does not correlate with the far end (a person talking over the reply), which lets the
+warm-up guard confirm a barge-in before the verdict. (A silent microphone does not count: the
+echo may simply not have arrived yet.)
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class EchoDetector:
         self.delay_ms: float | None = None  # from the latest echo vote
         self.last_ncc = 0.0
         self._peak_lag: int | None = None  # lag of the previous high peak
-        self.last_vote: bool | None = None  # of the latest evaluation (None: no vote)
+        self.sound_without_echo = False  # what the latest evaluation found
 
     @property
     def echo_heard(self) -> bool | None:
@@ -80,14 +81,14 @@ class EchoDetector:
         self._since_evaluation = 0
         far_power = float(np.mean(np.square(self._far[-WINDOW:])))
         if far_power < FAR_ACTIVE_POWER:
-            self.last_vote = None
+            self.sound_without_echo = False
             return
-        self.last_vote = self._evaluate(far_power)
-        self._vote(self.last_vote)
+        self._vote(self._evaluate(far_power))
 
     def _evaluate(self, far_power: float) -> bool | None:
         near = self._near[-WINDOW:].astype(np.float64)
         near_norm = float(np.linalg.norm(near))
+        self.sound_without_echo = False
         if near_norm**2 / WINDOW < far_power * SILENT_MIC_RATIO:
             return False
         far = self._far.astype(np.float64)  # [MAX_LAG + WINDOW], ending with the mic window
@@ -105,7 +106,8 @@ class EchoDetector:
             self.delay_ms = (MAX_LAG - best) * 1000 / RATE_HZ
             return True
         self._peak_lag = None
-        return False if self.last_ncc < NO_ECHO_NCC else None
+        self.sound_without_echo = self.last_ncc < NO_ECHO_NCC
+        return False if self.sound_without_echo else None
 
     def _vote(self, vote: bool | None) -> None:
         if vote is None:

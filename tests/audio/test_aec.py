@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from voice_helpers import speech
 
-from app.audio.aec import GUARD_FROM_S, AecStage, AecUnavailableError
+from app.audio.aec import AecStage, AecUnavailableError
 from app.audio.aec_kernels import LiveKitAec3, PyWebRtcAec3
 from app.audio.resample import resample
 from app.audio.simulated_echo import EchoPath, SimulatedEcho
@@ -138,9 +138,9 @@ def test_a_late_echo_is_never_taken_for_no_echo_and_the_guard_holds(delay_ms: fl
     _, _, states = drive(AecStage(), far, np.zeros(len(far), np.float32),
                          SimulatedEcho(delay_ms, -10.0))
     assert all(s["echo_heard"] is not False for s in states)
-    guarded = [s["warming_up"] for s in states if GUARD_FROM_S <= s["far_s"] < 1.5]
+    guarded = [s["warming_up"] for s in states if 0.15 <= s["far_s"] < 1.5]
     assert guarded and all(guarded)
-    assert not any(s["warming_up"] for s in states if s["far_s"] < GUARD_FROM_S)
+    assert not any(s["warming_up"] for s in states if s["far_s"] >= 1.5)
 
 
 def test_a_missing_library_leaves_a_pass_through_and_says_why() -> None:
