@@ -192,7 +192,9 @@ class AecStage:
         self._emitted = self._in_total
         return self._recent[len(self._recent) - count:]
 
-    def _cancel(self, kernel: AecKernel, near: np.ndarray) -> np.ndarray:
+    def _cancel(self, kernel: AecKernel, near: np.ndarray) -> np.ndarray | None:
+        """AEC3 on whole frames; None while nothing has played yet since the last reset (AEC3
+        would only burn CPU on a silent far end; the microphone goes out as it is)."""
         count = len(near)
         if len(self._far_buffer) < count:
             self._far_buffer = np.zeros(count, np.float32)
@@ -200,12 +202,14 @@ class AecStage:
         self.far.read(self._pending_index - self._delay_samples, far)
         self._pending_index += count
         self._fed += count
-        out = kernel.process(near, far)
         frames = count // FRAME_SAMPLES
         far_frames = far.reshape(frames, FRAME_SAMPLES)
         far_power = np.einsum("ij,ij->i", far_frames, far_frames) / FRAME_SAMPLES  # [frames]
         active = far_power > FAR_ACTIVE_RMS**2
         active_samples = int(np.count_nonzero(active)) * FRAME_SAMPLES
+        if self._far_active_samples == 0 and active_samples == 0:
+            return None
+        out = kernel.process(near, far)
         self.detector.add(near, far, active_samples)
         if active_samples:
             self._far_active_samples += active_samples
