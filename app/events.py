@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from app.engine.base import EngineInfo
-from app.settings import ListenMode, Settings
+from app.settings import EchoMode, ListenMode, Settings
 
 
 class ConversationState(str, enum.Enum):
@@ -132,6 +132,38 @@ class ErrorReported:
     action: str = ""
 
 
+@dataclass(frozen=True)
+class FalseInterruptionDetected:
+    """Speech during a reply was not confirmed (a cough, a door, leaked echo): the reply's
+    volume came back (``reply_stopped`` False), or it had been stopped and no turn followed.
+    ``session_count`` is the running total this session."""
+
+    turn_id: int
+    t_s: float
+    reply_stopped: bool
+    session_count: int
+
+
+@dataclass(frozen=True)
+class AcousticCheckFinished:
+    """Answer to RunAcousticCheck. ``ok`` False: the check could not run (``message`` says
+    why). ``echo_detected`` False: the microphone did not hear the chirp (a headset). The delay
+    is from the speaker's DAC time to the microphone's capture time (what the device latencies
+    do not already account for); ``round_trip_ms`` adds the latencies the devices report.
+    ``echo_return_loss_db``: how much quieter the echo is at the microphone than the signal
+    sent to the speaker (0 dB: as loud; higher is better)."""
+
+    ok: bool
+    input_device: str | None
+    output_device: str | None
+    echo_detected: bool = False
+    delay_ms: float | None = None
+    round_trip_ms: float | None = None
+    echo_return_loss_db: float | None = None
+    recommended_mode: EchoMode | None = None
+    message: str = ""
+
+
 # ---- UI → pipeline commands ----------------------------------------------------------------
 
 
@@ -175,6 +207,14 @@ class ApplySettings:
 @dataclass(frozen=True)
 class Shutdown:
     pass
+
+
+@dataclass(frozen=True)
+class RunAcousticCheck:
+    """Play a short chirp on the current speaker and listen to it on the current microphone:
+    echo delay, echo return loss, a recommended echo mode (AcousticCheckFinished). A reply that
+    is playing is stopped first. The result is stored per device pair and its delay is given to
+    the echo canceller."""
 
 
 @dataclass(frozen=True)
@@ -290,11 +330,13 @@ PipelineEvent = (
     | ToneTestFinished
     | VoiceRecordingProgressed
     | VoiceRecordingFinished
+    | FalseInterruptionDetected
+    | AcousticCheckFinished
 )
 Command = (
     PressToTalk | ReleaseToTalk | SetListenMode | SetMuted | StopReply | ApplySettings | Shutdown
     | ListAudioDevices | MonitorInputLevel | PlayTestTone | StartVoiceRecording
-    | StopVoiceRecording
+    | StopVoiceRecording | RunAcousticCheck
 )
 
 

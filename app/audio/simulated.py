@@ -13,6 +13,9 @@ Timing model (seconds from the first microphone sample):
 - every speaker writes into one recording of the room, placed by DAC time, so the output WAV
   lines up sample for sample with the input's timeline.
 
+With ``echo`` (:class:`app.audio.simulated_echo.SimulatedEcho`) the speaker's sound comes back
+into the microphone through a small simulated room, delayed and scaled.
+
 Failures can be injected (:class:`DeviceFailure`): at the given time the device disappears from
 the list, its open streams stop calling back and their ``on_lost`` is called, as with a USB
 headset pulled out.
@@ -35,6 +38,7 @@ from app.audio.backend import (
     OutputCallback,
     find_device,
 )
+from app.audio.simulated_echo import EchoPath, SimulatedEcho
 
 
 def read_wav(path: Path | str) -> tuple[np.ndarray, int]:
@@ -154,8 +158,10 @@ class SimulatedBackend:
                  output_latency_ms: float = 10.0,
                  input_devices: tuple[str, ...] = ("Simulated microphone",),
                  output_devices: tuple[str, ...] = ("Simulated speaker",),
-                 failures: tuple[DeviceFailure, ...] = (), record_output: bool = True) -> None:
+                 failures: tuple[DeviceFailure, ...] = (), record_output: bool = True,
+                 echo: SimulatedEcho | None = None) -> None:
         self.microphone = microphone
+        self.echo_path = EchoPath(echo, microphone.sample_rate_hz) if echo else None
         self.output_rate_hz = int(output_rate_hz)
         self.output_latency_s = output_latency_ms / 1000.0
         self.room = RoomRecording(self.output_rate_hz, keep_audio=record_output)
@@ -208,6 +214,8 @@ class SimulatedBackend:
             end = int(np.floor(now_s * stream.sample_rate_hz + 1e-9))
             if end > stream.position:
                 block = self.microphone.read(stream.position, end - stream.position)
+                if self.echo_path is not None:
+                    self.echo_path.add_to(block, stream.position)
                 adc_s = stream.position / stream.sample_rate_hz
                 stream.position = end
                 stream.callback(block, adc_s)
@@ -230,6 +238,8 @@ class SimulatedBackend:
             stream.position = end
             stream.callback(out, dac_s)
             self.room.write(out, dac_s, stream.sample_rate_hz)
+            if self.echo_path is not None:
+                self.echo_path.speaker(out, dac_s, stream.sample_rate_hz)
 
     def _add(self, stream: _SimStream) -> _SimStream:
         self._streams = [s for s in self._streams if not s.closed] + [stream]

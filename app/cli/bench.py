@@ -7,6 +7,7 @@ import importlib
 
 # name -> module with add_arguments(parser) and run(args) -> int
 BENCHES: dict[str, str] = {
+    "aec": "app.cli.bench_aec",
     "ui-frames": "app.ui.bench_frames",
     "voice-loop": "app.cli.bench_voice_loop",
     "engine": "app.cli.bench_engine",

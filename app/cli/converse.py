@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-output-at", type=float, metavar="SECONDS",
                         help=f"play through '{HEADSET}' and unplug it at this time (the app "
                              f"must fall back to '{SPEAKER}')")
+    parser.add_argument("--simulate-echo", metavar="DELAY_MS:GAIN_DB",
+                        help="the speaker comes back into the microphone through a small "
+                             "simulated room, e.g. 60:-6 (60 ms later, 6 dB quieter than "
+                             "played); pick the echo handling with --set echo.mode=...")
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
 
 
@@ -106,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from app.audio.simulated import DeviceFailure, SimulatedMicrophone, write_wav
+    from app.audio.simulated_echo import SimulatedEcho
     from app.conversation.report import build_report, format_summary, write_report
     from app.conversation.simulation import SimulationOptions, run_simulation
     from app.engine.base import Engine
@@ -115,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
         ptt = parse_ptt(args.ptt) if args.ptt else ()
+        echo = SimulatedEcho.parse(args.simulate_echo) if args.simulate_echo else None
         microphone = SimulatedMicrophone.from_wav(args.input)
         engine: Engine
         if settings.engine.kind == "echo":
@@ -133,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         block_ms=args.block_ms, output_rate_hz=args.output_rate,
         output_latency_ms=args.output_latency_ms, realtime=args.realtime,
         charge_compute=not args.no_charge_compute, push_to_talk=ptt, failures=failures,
-        output_devices=(SPEAKER, HEADSET) if failures else (SPEAKER,))
+        output_devices=(SPEAKER, HEADSET) if failures else (SPEAKER,), echo=echo)
     result = run_simulation(settings, engine, microphone, options,
                             metrics_jsonl=args.metrics_jsonl)
     if args.output:

@@ -158,6 +158,7 @@ class AudioIO:
                 self.player.drop(now_s)
             self.player = Player(rate, self._playback_start_ms, self._inbox.post_control)
             self.reply_waveform.use_rate(rate)
+        self._listener.echo_canceller.configure_output(rate)
         handle.start()
 
     # ---- device callbacks (device threads: copy and post only) ------------------------------

@@ -1,10 +1,15 @@
-"""The input chain on the voice-loop thread: capture → echo canceller → 16 kHz → VAD frames.
+"""The input chain on the voice-loop thread: capture → 16 kHz → echo canceller → VAD frames.
 
 The 16 kHz stream is kept in a ring (``history``) that is both the UI's microphone waveform and
 the source of turn audio (pre-roll included). Sample ``i`` of that stream is mapped to capture
 time through an anchor refreshed on every pull (so device clock drift does not accumulate):
 the newest 16 kHz sample is as old as the newest captured sample plus the resampler's
-look-ahead.
+look-ahead and the echo canceller's latency.
+
+Raw taps (the acoustic check) see the 16 kHz microphone before the echo canceller. While the
+listener is *deaf* (half-duplex replies, the acoustic check) the VAD scores silence instead of
+the microphone, so nothing heard then can start or confirm speech; the waveform and the history
+still get the audio.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ class Listener:
         self._frame_start = 0  # 16 kHz index of the next VAD frame
         self._frame = np.zeros(FRAME_SAMPLES, dtype=np.float32)
         self.first_sample_s: float | None = None
+        self.raw_taps: list[Callable[[np.ndarray, float], None]] = []
+        self._deaf_from_s: float | None = None  # frames starting in [from, until) are not heard
+        self._deaf_until_s = float("inf")
+        self._was_deaf = False
 
     def configure_input(self, sample_rate_hz: int) -> CaptureBuffer:
         """A (new) input device: fresh capture buffer and resampler; the 16 kHz stream goes on."""
@@ -57,19 +66,30 @@ class Listener:
         count = self.history.read_range(start_index, out)
         return out[:count]
 
+    def set_deaf(self, from_s: float | None, until_s: float = float("inf")) -> None:
+        """Do not hear frames that start in ``[from_s, until_s)`` (capture time); ``None``:
+        hear everything again."""
+        self._deaf_from_s, self._deaf_until_s = from_s, until_s
+
+    def deaf_at(self, t_s: float) -> bool:
+        return self._deaf_from_s is not None and self._deaf_from_s <= t_s < self._deaf_until_s
+
     def process(self) -> list[VadUpdate]:
         """Pull new capture, extend the 16 kHz stream, and score every completed frame."""
         raw, end_s = self.capture.pull()
         if len(raw) == 0:
             return []
-        start_s = end_s - len(raw) / self.capture.sample_rate_hz
         if self.first_sample_s is None:
-            self.first_sample_s = start_s
-        clean = self.echo_canceller.process(raw, start_s)
-        pcm = self._resampler.process(clean)
-        self.history.write(pcm)
+            self.first_sample_s = end_s - len(raw) / self.capture.sample_rate_hz
+        pcm = self._resampler.process(raw)
+        pcm_end_s = end_s - self._resampler.latency_s
+        if len(pcm):
+            pcm_start_s = pcm_end_s - len(pcm) / SAMPLE_RATE_HZ
+            for tap in self.raw_taps:
+                tap(pcm, pcm_start_s)
+            self.history.write(self.echo_canceller.process(pcm, pcm_start_s))
         self._anchor_index = self.history.total_written
-        self._anchor_s = end_s - self._resampler.latency_s
+        self._anchor_s = pcm_end_s - self.echo_canceller.latency_s
         return self._score_frames()
 
     def _score_frames(self) -> list[VadUpdate]:
@@ -81,7 +101,11 @@ class Listener:
             self.history.read_range(self._frame_start, self._frame)
             start_s = self.time_at(self._frame_start)
             assert self.scorer is not None, "the VAD model is loaded when the pipeline starts"
-            probability = self.scorer.score(self._frame)
+            deaf = self.deaf_at(start_s)
+            if self._was_deaf and not deaf:
+                self.scorer.reset()  # its memory holds the frames before the deaf stretch
+            self._was_deaf = deaf
+            probability = 0.0 if deaf else self.scorer.score(self._frame)
             updates.append(self.segmenter.update(probability, start_s, start_s + FRAME_S))
             self._frame_start += FRAME_SAMPLES
         return updates

@@ -48,6 +48,7 @@ class TurnMetrics:
     def __init__(self, keep_last: int = 256) -> None:
         self.origin_s = 0.0  # clock time of the first input sample
         self.records: deque[TurnRecord] = deque(maxlen=keep_last)
+        self.false_interruptions = 0  # this session (see FalseInterruptionDetected)
         self._pending: dict[int, _Pending] = {}
 
     def started(self, turn_id: int, onset_s: float) -> None:
@@ -138,8 +139,10 @@ def _median(values: Iterable[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
-def summarize(records: Iterable[TurnRecord], endpoint_silence_ms: float) -> dict[str, Any]:
-    """The report's ``summary``: medians over the turns that have the figure."""
+def summarize(records: Iterable[TurnRecord], endpoint_silence_ms: float,
+              false_interruptions: int = 0) -> dict[str, Any]:
+    """The report's ``summary``: medians over the turns that have the figure, and the count of
+    false interruptions (speech during a reply that was not confirmed)."""
     records = list(records)
     latencies = [r.response_latency_ms for r in records if r.response_latency_ms is not None]
     stops = [r.barge_in.stop_latency_ms for r in records if r.barge_in is not None]
@@ -148,6 +151,7 @@ def summarize(records: Iterable[TurnRecord], endpoint_silence_ms: float) -> dict
         "response_latency_ms_median": _median(latencies),
         "app_overhead_ms_median": _median(x - endpoint_silence_ms for x in latencies),
         "barge_in_stop_ms_median": _median(stops),
+        "false_interruptions": false_interruptions,
     }
 
 

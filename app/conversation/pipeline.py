@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from app import events as ev
+from app.audio.aec import AecStage
 from app.audio.backend import AudioBackend
 from app.audio.echo_canceller import EchoCanceller
 from app.audio.player import PlaybackNotice
@@ -30,6 +31,7 @@ from app.conversation import turns as t
 from app.conversation.audio_io import AudioIO, StreamLost
 from app.conversation.clock import Clock, WallClock
 from app.conversation.device_tools import DeviceTools
+from app.conversation.echo_control import EchoControl
 from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener, TurnFeed
@@ -68,7 +70,7 @@ class Pipeline:
         self.clock = clock or WallClock()
         self._inbox = Inbox()
         self._listener = Listener(scorer, Segmenter(VadParams.from_settings(settings.vad)),
-                                  echo_canceller)
+                                  echo_canceller or AecStage("headset"))
         self._controller = t.TurnController(t.TurnParams.from_settings(settings))
         self.metrics = TurnMetrics()
         self._jsonl = JsonLinesWriter(metrics_jsonl) if metrics_jsonl else None
@@ -77,6 +79,7 @@ class Pipeline:
         self._io = AudioIO(backend, self._listener, self.clock, self._inbox,
                            settings.audio.playback_start_ms, block_ms)
         self._routes = ReplyRoutes(lambda: self._io.player)
+        self._echo = EchoControl(settings, self._listener, self._io)
         self._sinks: list[Callable[[ev.PipelineEvent], None]] = []
         if self._jsonl is not None:
             self._sinks.append(self._jsonl.on_event)
@@ -90,6 +93,7 @@ class Pipeline:
             **dict.fromkeys(t.TURN_COMMANDS, self._turn_command),
             PlaybackNotice: self._playback_notice, StreamLost: self._stream_lost,
             ev.ApplySettings: self._apply_settings, ev.Shutdown: lambda _: self.stop(),
+            ev.RunAcousticCheck: self._acoustic_check,
             **self.tools.handlers()}
         self._speculative_seq: int | None = None
         self._thread: threading.Thread | None = None
@@ -130,6 +134,7 @@ class Pipeline:
 
             self._listener.scorer = SileroScorer()
         self._emit_all(self._io.start(self.settings.audio, self.clock.now()))
+        self._emit_all(self._echo.start())
         self._worker.start()
         self._emit_all(engine_switch.status_events(self._worker.info))
         if self._load_engine:
@@ -181,6 +186,10 @@ class Pipeline:
     def engine_info(self) -> EngineInfo:
         return self._worker.info
 
+    @property
+    def echo(self) -> EchoControl:
+        return self._echo
+
     def is_quiet(self) -> bool:
         """Nobody has the floor (no user turn, no reply pending or playing), no device test."""
         idle = (ev.ConversationState.LISTENING, ev.ConversationState.IDLE)
@@ -213,9 +222,11 @@ class Pipeline:
             if not self._origin_set and self._listener.first_sample_s is not None:
                 self.metrics.origin_s = self._listener.first_sample_s
                 self._origin_set = True
-            self._run(self._controller.on_vad(update, self.clock.now()))
+            self._run(self._controller.on_vad(update, self.clock.now(),
+                                              self._echo.echo_guard))
         self._turn_feed.pump(self._controller.user_turn_id)
         self.tools.poll()
+        self._emit_all(self._echo.poll(self.clock.now()))
 
     def _control(self, item: object) -> None:
         handler = self._commands.get(type(item))
@@ -226,6 +237,12 @@ class Pipeline:
 
     def _turn_command(self, command: object) -> None:
         self._run(self._controller.on_command(command, self.clock.now()))
+
+    def _acoustic_check(self, _command: ev.RunAcousticCheck) -> None:
+        now = self.clock.now()
+        self._run(self._controller.stop_reply(now))
+        self._emit_all(self._echo.start_check(now, talking=self._controller.user_turn_id
+                                              is not None))
 
     def _run(self, actions: list[t.Action]) -> None:
         for action in actions:
@@ -285,11 +302,17 @@ class Pipeline:
     def _on_vad_restarted(self, a: t.VadRestarted) -> None:
         self._listener.segmenter.reset()
 
+    def _on_false_interruption(self, a: t.FalseInterruption) -> None:
+        self.metrics.false_interruptions += 1
+        self._emit(ev.FalseInterruptionDetected(a.turn_id, self._rel(a.t_s), a.reply_stopped,
+                                                self.metrics.false_interruptions))
+
     _ACTIONS: ClassVar[dict[type, Callable[[Pipeline, Any], None]]] = {
         t.StateSet: _on_state, t.TurnStarted: _on_turn_started, t.TurnEnded: _on_turn_ended,
         t.TurnAbandoned: _on_turn_abandoned, t.SpeculationStarted: _on_speculation_started,
         t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
         t.DuckSet: _on_duck, t.VadRestarted: _on_vad_restarted,
+        t.FalseInterruption: _on_false_interruption,
     }
 
     # ---- user audio → engine → player -------------------------------------------------------
@@ -340,6 +363,7 @@ class Pipeline:
         if notice.kind == "audible":
             self.metrics.audible(notice.turn_id, notice.t_s)
             self._emit(ev.ReplyStarted(notice.turn_id, self._rel(notice.t_s)))
+            self._echo.reply_audible(notice.t_s)
             self._run(self._controller.reply_audible(notice.turn_id, self.clock.now()))
             return
         self._reply_over(notice.turn_id, notice.heard_samples, notice.sample_rate_hz,
@@ -358,6 +382,7 @@ class Pipeline:
         if record is not None:
             self._emit(ev.TurnMeasured(record))  # also written to the JSON lines file, if any
         self._emit(ev.ReplyFinished(turn_id, interrupted, heard_ms))
+        self._echo.reply_over(t_s)
         if route is not None:
             self._routes.close(route.seq)
         self._run(self._controller.reply_finished(turn_id, self.clock.now()))
@@ -375,6 +400,7 @@ class Pipeline:
         self._listener.segmenter.params = VadParams.from_settings(new.vad)
         self._run(self._controller.update_params(t.TurnParams.from_settings(new), now))
         self._io.set_playback_start_ms(new.audio.playback_start_ms)
+        self._emit_all(self._echo.apply(new))
         if new.audio.input_device != old.audio.input_device:
             self._emit_all(self._io.start_input(new.audio.input_device, now))
             self.tools.inputs_changed()

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.conversation.metrics import record_to_dict
 from app.conversation.simulation import SimulationResult
-from app.events import DeviceLost, ErrorReported, TurnRecord
+from app.events import DeviceLost, ErrorReported, ReplyFinished, TurnRecord
 
 # ErrorReported categories that warn (the run still worked): e.g. a model running on the CPU.
 WARNINGS = frozenset({"slow_device"})
@@ -30,6 +30,9 @@ def build_report(result: SimulationResult, realtime: bool) -> dict[str, Any]:
         "wall_s": round(result.wall_s, 3),
         "realtime": realtime,
         "underruns": result.underruns,
+        "replies_interrupted": sum(1 for e in result.events
+                                   if isinstance(e, ReplyFinished) and e.interrupted),
+        "echo": result.echo,
         "errors": [e.message for e in result.events
                    if isinstance(e, ErrorReported) and e.category not in WARNINGS],
         "warnings": [e.message for e in result.events
@@ -78,7 +81,14 @@ def format_summary(result: SimulationResult, input_name: str) -> str:
         f"median response latency {_ms(summary['response_latency_ms_median'])}, app overhead "
         f"{_ms(summary['app_overhead_ms_median'])} (beyond the "
         f"{result.endpoint_silence_ms:.0f} ms endpoint silence), barge-in stop "
-        f"{_ms(summary['barge_in_stop_ms_median'])}")
+        f"{_ms(summary['barge_in_stop_ms_median'])}, false interruptions "
+        f"{summary['false_interruptions']}")
+    echo = result.echo
+    if echo:
+        erle = echo.get("erle_db")
+        lines.append(f"echo: {echo.get('mode')}" + (
+            f", {echo['canceller']}" + (f", ERLE {erle:.0f} dB" if erle is not None else "")
+            if echo.get("canceller") else ""))
     lines += [f"{'warning' if e.category in WARNINGS else 'error'}: {e.message} {e.action}"
               .rstrip() for e in result.events if isinstance(e, ErrorReported)]
     lines += [f"device: {e.direction} '{e.device_name}' lost, now using "

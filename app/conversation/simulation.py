@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from app.audio.echo_canceller import EchoCanceller
 from app.audio.simulated import DeviceFailure, SimulatedBackend, SimulatedMicrophone
+from app.audio.simulated_echo import SimulatedEcho
 from app.conversation.clock import VirtualClock, WallClock
 from app.conversation.metrics import summarize
 from app.conversation.pipeline import Pipeline
@@ -53,6 +55,7 @@ class SimulationOptions:
     # On the virtual clock: None runs as fast as it can; a number paces the run to that many
     # times real time (the GUI demo, so waveforms and events arrive at a watchable pace).
     speed: float | None = None
+    echo: SimulatedEcho | None = None  # the speaker comes back into the microphone
 
 
 @dataclass
@@ -68,9 +71,11 @@ class SimulationResult:
     engine_info: EngineInfo
     endpoint_silence_ms: float
     charged_compute_s: float = 0.0
+    false_interruptions: int = 0
+    echo: dict[str, Any] = field(default_factory=dict)  # echo mode, canceller, delay, ERLE
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.records, self.endpoint_silence_ms)
+        return summarize(self.records, self.endpoint_silence_ms, self.false_interruptions)
 
 
 def _ptt_commands(pairs: tuple[tuple[float, float], ...]) -> list[tuple[float, Command]]:
@@ -91,7 +96,8 @@ class Simulation:
 
     def __init__(self, settings: Settings, engine: Engine, microphone: SimulatedMicrophone,
                  options: SimulationOptions | None = None, *,
-                 scorer: SpeechScorer | None = None, metrics_jsonl: Path | None = None) -> None:
+                 scorer: SpeechScorer | None = None, metrics_jsonl: Path | None = None,
+                 echo_canceller: EchoCanceller | None = None) -> None:
         self.settings = settings
         self.options = options = options or SimulationOptions()
         self.microphone = microphone
@@ -100,10 +106,10 @@ class Simulation:
         self.backend = SimulatedBackend(microphone, options.output_rate_hz,
                                         options.output_latency_ms, options.input_devices,
                                         options.output_devices, options.failures,
-                                        record_output=options.record_output)
+                                        record_output=options.record_output, echo=options.echo)
         self.pipeline = Pipeline(settings, engine, self.backend, clock=self.clock,
                                  scorer=scorer, block_ms=options.block_ms,
-                                 metrics_jsonl=metrics_jsonl)
+                                 metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller)
 
     def run(self, on_event: Callable[[PipelineEvent], None] | None = None,
             keep_events: bool = True) -> SimulationResult:
@@ -139,18 +145,20 @@ class Simulation:
             simulated_s=now, wall_s=time.perf_counter() - started, underruns=pipeline.underruns,
             engine_info=pipeline.engine_info,
             endpoint_silence_ms=self.settings.vad.endpoint_silence_ms,
-            charged_compute_s=getattr(self.clock, "charged_s", 0.0))
+            charged_compute_s=getattr(self.clock, "charged_s", 0.0),
+            false_interruptions=pipeline.metrics.false_interruptions,
+            echo=pipeline.echo.status())
 
 
 def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicrophone,
                    options: SimulationOptions | None = None, *,
                    scorer: SpeechScorer | None = None,
                    on_event: Callable[[PipelineEvent], None] | None = None,
-                   keep_events: bool = True, metrics_jsonl: Path | None = None
-                   ) -> SimulationResult:
+                   keep_events: bool = True, metrics_jsonl: Path | None = None,
+                   echo_canceller: EchoCanceller | None = None) -> SimulationResult:
     """Run one conversation; the engine is closed afterwards."""
     simulation = Simulation(settings, engine, microphone, options, scorer=scorer,
-                            metrics_jsonl=metrics_jsonl)
+                            metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller)
     return simulation.run(on_event, keep_events)
 
 

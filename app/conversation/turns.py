@@ -22,6 +22,14 @@ a speech candidate ducks the reply; once it has lasted ``barge_in_min_speech_ms`
 interrupted (player fade-out and engine cancel, done by the pipeline at once) and the state is
 INTERRUPTED until the VAD confirms the onset, which starts the new turn with its pre-roll. A
 push-to-talk press during a reply is a barge-in too, and so is the Stop button.
+
+Speakers (issue 8): the duck comes at the first voiced frame; if the speech is not confirmed (a
+cough, a door, or a burst of echo the canceller let through) the volume comes back and the reply
+carries on. Every such duck-and-restore, and every barge-in that stopped a reply but then turned
+out not to be speech (no onset followed), is a *false interruption* (``FalseInterruption``;
+the pipeline counts them per session). While the echo canceller is still warming up
+(``echo_guard`` on ``on_vad``) speech during a reply only ducks it: it is confirmed once the
+guard is over, if the person is still talking.
 """
 
 from __future__ import annotations
@@ -125,8 +133,22 @@ class VadRestarted:
 
 
 TURN_COMMANDS = (ev.PressToTalk, ev.ReleaseToTalk, ev.StopReply, ev.SetMuted, ev.SetListenMode)
+
+
+@dataclass(frozen=True)
+class FalseInterruption:
+    """Speech during a reply was not confirmed: the duck was restored (``reply_stopped`` False)
+    or the reply had already been stopped and no turn followed (True)."""
+
+    turn_id: int
+    onset_s: float
+    t_s: float
+    reply_stopped: bool
+
+
 Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
-          | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted)
+          | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted
+          | FalseInterruption)
 
 
 class TurnController:
@@ -146,6 +168,7 @@ class TurnController:
         self._reply_turn: int | None = None
         self._reply_audible = False
         self._interrupted = False  # barge-in detected, new turn not confirmed yet
+        self._interrupted_turn = 0  # ... the reply it stopped
         self._ducked = False
         self._ignore_before_s = float("-inf")  # VAD frames older than this are stale
         self._actions: list[Action] = []
@@ -180,15 +203,16 @@ class TurnController:
             return self.set_mode(command.mode, now_s)
         raise TypeError(f"not a turn-taking command: {command!r}")
 
-    def on_vad(self, update: VadUpdate, now_s: float) -> list[Action]:
-        """One VAD frame; ``now_s`` is when it is processed."""
+    def on_vad(self, update: VadUpdate, now_s: float, echo_guard: bool = False) -> list[Action]:
+        """One VAD frame; ``now_s`` is when it is processed. ``echo_guard``: the echo
+        canceller is not trusted yet, so speech during a reply must not stop it."""
         if not self.muted and update.start_s >= self._ignore_before_s:
             if self.params.mode == "push_to_talk":
                 self._ptt_vad(update, now_s)
             elif self._user_turn is not None:
                 self._turn_vad(update, now_s)
             else:
-                self._idle_vad(update, now_s)
+                self._idle_vad(update, now_s, echo_guard)
         return self._flush(now_s)
 
     def press(self, now_s: float) -> list[Action]:
@@ -246,20 +270,21 @@ class TurnController:
         """The reply played out, failed, or was silenced."""
         if turn_id == self._reply_turn:
             self._reply_turn, self._reply_audible = None, False
-            self._set_duck(False)
-            if not self.params.barge_in:
-                # What the VAD heard during the reply was ignored, and may have been the reply
-                # itself (speakers): speech now has to show a fresh onset to start a turn.
+            if not self.params.barge_in or self._ducked:
+                # What the VAD heard during the reply was ignored (or not yet confirmed), and
+                # may have been the reply itself (speakers): speech now has to show a fresh
+                # onset to start a turn (its pre-roll still covers a person already talking).
                 self._actions.append(VadRestarted())
+            self._set_duck(False)
         return self._flush(now_s)
 
     # ---- always-listening ------------------------------------------------------------------
 
-    def _idle_vad(self, update: VadUpdate, now_s: float) -> None:
+    def _idle_vad(self, update: VadUpdate, now_s: float, echo_guard: bool) -> None:
         replying = self._reply_turn is not None
-        if update.event == "dropped":
-            self._set_duck(False)
-            self._interrupted = False
+        if update.event == "dropped" or (replying and self._ducked and update.state in (
+                VadState.STOPPING, VadState.QUIET)):
+            self._not_confirmed(update, now_s)
             return
         if update.onset_s is None or update.state not in (VadState.STARTING, VadState.SPEAKING):
             return
@@ -267,7 +292,8 @@ class TurnController:
             if not self.params.barge_in:
                 return
             self._set_duck(self._reply_audible)
-            if update.voiced_ms + 1e-6 >= self.params.barge_in_min_speech_ms:
+            if not echo_guard and update.voiced_ms + 1e-6 >= self.params.barge_in_min_speech_ms:
+                self._interrupted_turn = self._reply_turn or 0
                 self._interrupt(update.onset_s, now_s, "speech")
                 self._interrupted = True
         confirmed = update.event == "onset" or (self._interrupted
@@ -276,6 +302,18 @@ class TurnController:
             self._interrupted = False
             self._start_turn(update.onset_s, update.onset_s - self.params.pre_roll_ms / 1000)
             self._last_voiced_s = update.last_voiced_s or update.end_s
+
+    def _not_confirmed(self, update: VadUpdate, now_s: float) -> None:
+        """Speech that ducked or stopped a reply ended before it was confirmed."""
+        onset = update.onset_s if update.onset_s is not None else update.start_s
+        if self._ducked and self._reply_turn is not None:
+            self._actions.append(FalseInterruption(self._reply_turn, onset, now_s, False))
+            if update.event != "dropped":
+                self._actions.append(VadRestarted())  # the next speech needs a fresh onset
+        elif self._interrupted:
+            self._actions.append(FalseInterruption(self._interrupted_turn, onset, now_s, True))
+        self._set_duck(False)
+        self._interrupted = False
 
     def _turn_vad(self, update: VadUpdate, now_s: float) -> None:
         assert self._user_turn is not None

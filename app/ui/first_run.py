@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.model_store import REPOS
 
@@ -23,13 +23,17 @@ DEMO = (
 )
 
 
+SPEAKERS = "<p><b>Speakers or headset?</b> Optional, and it takes two seconds:</p>"
+
+
 class FirstRunPage(QWidget):
     """Emits ``model_manager_requested`` or ``demo_requested``."""
 
     model_manager_requested = Signal()
     demo_requested = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, acoustic_check: QWidget | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("firstRunPage")
         card = QFrame()
@@ -60,7 +64,18 @@ class FirstRunPage(QWidget):
         inner.addSpacing(12)
         inner.addWidget(demo)
         inner.addWidget(self.demo_button)
+        if acoustic_check is not None:  # the acoustic check, offered before the first talk
+            inner.addSpacing(12)
+            speakers = QLabel(SPEAKERS)
+            speakers.setWordWrap(True)
+            speakers.setTextFormat(Qt.TextFormat.RichText)
+            inner.addWidget(speakers)
+            inner.addWidget(acoustic_check)
+        row = QHBoxLayout()  # (an aligned item would get its plain size hint: clipped text)
+        row.addStretch(1)
+        row.addWidget(card)
+        row.addStretch(1)
         outer = QVBoxLayout(self)
         outer.addStretch(1)
-        outer.addWidget(card, 0, Qt.AlignmentFlag.AlignHCenter)
+        outer.addLayout(row)
         outer.addStretch(2)

@@ -55,6 +55,7 @@ from app.events import (
 from app.paths import log_dir, resource
 from app.settings import Settings
 from app.settings_store import save_settings
+from app.ui.acoustic_check import EchoUi
 from app.ui.banners import BannerArea
 from app.ui.bridge import UiBridge
 from app.ui.controls import MODE_TEXT, STATE_TEXT, HoldToTalkFilter, StateIndicator, TalkControls
@@ -144,7 +145,8 @@ class MainWindow(QMainWindow):
         for view in (self.transcript, self.latency):
             view.export_failed.connect(
                 lambda text: self.banners.show_banner("export", "error", text))
-        self.first_run = FirstRunPage()
+        self.echo_ui = EchoUi(self)
+        self.first_run = FirstRunPage(self.echo_ui.panel)
         self.first_run.model_manager_requested.connect(self.open_model_manager)
         self.first_run.demo_requested.connect(self.start_echo_demo)
         self.conversation_page = self._build_conversation_page()

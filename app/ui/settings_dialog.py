@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from app.engine.preflight import GpuQuery, dims_from_folder, query_gpu_memory
 from app.events import AudioDevicesListed, InputLevelMeasured, ListAudioDevices, ToneTestFinished
 from app.settings import ENGINE_BUILD_KEYS, Settings, changed_keys
+from app.ui.acoustic_check import AcousticCheckPanel
 from app.ui.bridge import UiBridge
 from app.ui.controls import key_from_name
 from app.ui.settings_form import (
@@ -141,6 +142,10 @@ class SettingsDialog(QDialog):
             column.addWidget(getattr(editor, "container", editor.widget))
             column.addWidget(error)
             form.addRow(label, cell)
+        if group == "echo":
+            self.acoustic_check = AcousticCheckPanel(self.bridge)
+            self.acoustic_check.apply_requested.connect(self._use_echo_mode)
+            outer.insertWidget(outer.count() - 1, self.acoustic_check)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -304,7 +309,14 @@ class SettingsDialog(QDialog):
         if self.apply():
             self.accept()
 
+    def _use_echo_mode(self, mode: str) -> None:
+        """The acoustic check's recommendation, applied at once."""
+        self.editors["echo.mode"].set_value(mode)
+        self.apply()
+
     def done(self, result: int) -> None:
+        if hasattr(self, "acoustic_check"):
+            self.acoustic_check.detach()
         for editor in self._device_editors():
             editor.start_monitoring(False)
         for kind, handler in self._handlers:

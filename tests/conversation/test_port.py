@@ -63,7 +63,9 @@ def test_the_threaded_pipeline_serves_the_ui_port_and_stops_cleanly() -> None:
         step += 1
         assert step < 3000, "the reply never finished"
         backend.deliver_input(step * 0.01)
-        wait_for(lambda n=step: port.mic_waveform.total_written >= n * 160 - 32)
+        # (the resampler holds back 32 samples; the echo canceller, while the reply plays,
+        # another 128 and up to a frame of 160)
+        wait_for(lambda n=step: port.mic_waveform.total_written >= n * 160 - 320)
         backend.render_output(step * 0.01, 0.01)
     port.submit(StopReply())  # never blocks, also with nothing to stop
     mic = np.zeros(5 * 16000, np.float32)

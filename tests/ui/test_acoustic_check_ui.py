@@ -1,0 +1,100 @@
+"""The acoustic check in the settings panel and on the first-run screen; the false-interruption
+count in the status bar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.events import (
+    AcousticCheckFinished,
+    ApplySettings,
+    FalseInterruptionDetected,
+    RunAcousticCheck,
+)
+from app.settings import Settings
+from app.ui.bridge import UiBridge
+from app.ui.main_window import MainWindow
+from app.ui.settings_dialog import SettingsDialog
+from tests.ui.conftest import FakePort, no_gpu
+
+FOUND = AcousticCheckFinished(True, "Mic", "Speakers", echo_detected=True, delay_ms=62.0,
+                              round_trip_ms=84.0, echo_return_loss_db=4.6,
+                              recommended_mode="automatic",
+                              message="The microphone hears the speaker.")
+LOUD = AcousticCheckFinished(True, "Mic", "Speakers", echo_detected=True, delay_ms=30.0,
+                             round_trip_ms=50.0, echo_return_loss_db=-14.0,
+                             recommended_mode="half_duplex", message="The echo is very loud.")
+
+
+def test_the_echo_page_runs_the_check_and_applies_its_recommendation(
+        qtbot: QtBot, port: FakePort, screenshot_dir: Path) -> None:
+    bridge = UiBridge(port)
+    dialog = SettingsDialog(Settings(), bridge, gpu_query=no_gpu)
+    qtbot.addWidget(dialog)
+    applied: list[Settings] = []
+    dialog.applied.connect(lambda settings, _reload: applied.append(settings))
+    dialog.show()
+    dialog.show_group("echo")
+    panel = dialog.acoustic_check
+    assert panel.isVisible() and not panel.apply_button.isVisible()
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert port.commands_of(RunAcousticCheck) and not panel.run_button.isEnabled()
+    port.emit(LOUD)
+    qtbot.waitUntil(lambda: panel.apply_button.isVisible())
+    text = panel.result.text()
+    assert "30 ms later" in text and "14 dB louder than" in text and "Half-duplex" in text
+    assert panel.run_button.isEnabled()
+    dialog.grab().save(str(screenshot_dir / "settings_acoustic_check.png"))
+    qtbot.mouseClick(panel.apply_button, Qt.MouseButton.LeftButton)
+    assert applied[-1].echo.mode == "half_duplex"
+    assert dialog.value_of("echo.mode") == "half_duplex"
+
+
+def test_a_check_that_could_not_run_says_so(qtbot: QtBot) -> None:
+    dialog = SettingsDialog(Settings(), UiBridge(None), gpu_query=no_gpu)
+    qtbot.addWidget(dialog)
+    dialog.acoustic_check.run()  # no voice loop attached
+    assert "cannot run" in dialog.acoustic_check.result.text()
+    dialog.bridge.post(AcousticCheckFinished(False, None, None, message="No speaker."))
+    qtbot.waitUntil(lambda: "did not work" in dialog.acoustic_check.result.text())
+    assert not dialog.acoustic_check.apply_button.isVisible()
+
+
+def test_the_first_run_screen_offers_the_check_and_starts_the_voice_loop_for_it(
+        qtbot: QtBot, port: FakePort, screenshot_dir: Path) -> None:
+    window = MainWindow(Settings(), port_factory=lambda _s: port, persist_settings=False,
+                        gpu_query=no_gpu)
+    qtbot.addWidget(window)
+    window.show()
+    assert window.showing_first_run
+    panel = window.echo_ui.panel
+    assert panel.isVisible()
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert window.bridge.port is port and port.commands_of(RunAcousticCheck)
+    assert window.showing_first_run  # still on the first-run screen
+    port.emit(FOUND)
+    qtbot.waitUntil(lambda: panel.apply_button.isVisible())
+    assert "62 ms later" in panel.result.text() and "Automatic" in panel.result.text()
+    window.grab().save(str(screenshot_dir / "first_run_acoustic_check.png"))
+    panel.apply_requested.emit("headset")
+    assert window.settings.echo.mode == "headset"
+    assert port.commands_of(ApplySettings)[-1].settings.echo.mode == "headset"
+
+
+def test_false_interruptions_are_counted_in_the_status_bar(qtbot: QtBot,
+                                                           port: FakePort) -> None:
+    window = MainWindow(Settings().with_value("ui.first_run_done", True),
+                        port_factory=lambda _s: port, persist_settings=False,
+                        gpu_query=no_gpu)
+    qtbot.addWidget(window)
+    window.show()
+    window.start_conversation()
+    label = window.echo_ui.false_interruptions
+    assert not label.isVisible()
+    port.emit(FalseInterruptionDetected(1, 3.2, False, 1))
+    port.emit(FalseInterruptionDetected(2, 9.7, True, 2))
+    qtbot.waitUntil(lambda: label.text() == "False interruptions: 2")
+    assert label.isVisible()
