@@ -33,9 +33,10 @@ from app.conversation.clock import Clock, WallClock
 from app.conversation.device_tools import DeviceTools
 from app.conversation.echo_control import EchoControl
 from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
+from app.conversation.event_hub import EventHub
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener, TurnFeed
-from app.conversation.metrics import JsonLinesWriter, TurnMetrics
+from app.conversation.metrics import TurnMetrics
 from app.conversation.replies import ReplyRoutes, Route
 from app.engine.base import (
     Engine,
@@ -73,16 +74,14 @@ class Pipeline:
                                   echo_canceller or AecStage("headset"))
         self._controller = t.TurnController(t.TurnParams.from_settings(settings))
         self.metrics = TurnMetrics()
-        self._jsonl = JsonLinesWriter(metrics_jsonl) if metrics_jsonl else None
+        self._hub = EventHub(metrics_jsonl)
+        self._emit, self._emit_all = self._hub.emit, self._hub.emit_all
         self._worker = EngineWorker(engine, self.clock, self._inbox.post_data)
         self._engine_factory = engine_factory
         self._io = AudioIO(backend, self._listener, self.clock, self._inbox,
                            settings.audio.playback_start_ms, block_ms)
         self._routes = ReplyRoutes(lambda: self._io.player)
         self._echo = EchoControl(settings, self._listener, self._io)
-        self._sinks: list[Callable[[ev.PipelineEvent], None]] = []
-        if self._jsonl is not None:
-            self._sinks.append(self._jsonl.on_event)
         self._seq = 0
         self._turn_feed = TurnFeed(self._listener, self._worker.feed)
         self._load_engine = load_engine and engine_factory is not None
@@ -118,7 +117,7 @@ class Pipeline:
         self._inbox.post_control(command)
 
     def subscribe(self, sink: Callable[[ev.PipelineEvent], None]) -> None:
-        self._sinks.append(sink)
+        self._hub.subscribe(sink)
 
     def add_command_handler(self, kind: type, handler: CommandHandler) -> None:
         """Handle commands of ``kind`` on the voice-loop thread (extension point)."""
@@ -164,8 +163,7 @@ class Pipeline:
         self._worker.cancel_all()
         self.clock.close()
         self._worker.stop()
-        if self._jsonl is not None:
-            self._jsonl.close()
+        self._hub.close()
         self._released.set()
 
     def close(self, timeout_s: float = 5.0) -> bool:
@@ -422,16 +420,3 @@ class Pipeline:
     def _rel(self, t_s: float) -> float:
         """Clock time → seconds from the first input sample."""
         return t_s - self.metrics.origin_s
-
-    def _emit_all(self, events: list[ev.PipelineEvent]) -> None:
-        for event in events:
-            self._emit(event)
-
-    def _emit(self, event: ev.PipelineEvent) -> None:
-        if isinstance(event, ev.ErrorReported):  # what a banner says is in the log too
-            log.warning("%s: %s %s", event.category, event.message, event.action)
-        for sink in self._sinks:
-            try:
-                sink(event)
-            except Exception:
-                log.exception("event subscriber failed on %s", type(event).__name__)
