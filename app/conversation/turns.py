@@ -38,6 +38,19 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from app import events as ev
+from app.conversation.turn_actions import (  # also used by the pipeline as t.StateSet, ...
+    Action,
+    DuckSet,
+    FalseInterruption,
+    ReplyInterrupted,
+    SpeculationCancelled,
+    SpeculationStarted,
+    StateSet,
+    TurnAbandoned,
+    TurnEnded,
+    TurnStarted,
+    VadRestarted,
+)
 from app.events import ConversationState
 from app.settings import ListenMode, Settings
 from app.vad.base import VadState, VadUpdate
@@ -66,89 +79,9 @@ class TurnParams:
                    max_user_turn_s=settings.turn.max_user_turn_s)
 
 
-# ---- actions --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StateSet:
-    state: ConversationState
-    t_s: float
-
-
-@dataclass(frozen=True)
-class TurnStarted:
-    """Start sending the user's audio to the engine, from ``audio_from_s``."""
-
-    turn_id: int
-    onset_s: float
-    audio_from_s: float
-
-
-@dataclass(frozen=True)
-class TurnEnded:
-    """The user's turn is over: hand it to the engine (or confirm the speculative reply)."""
-
-    turn_id: int
-    onset_s: float
-    user_end_s: float  # end of the last voiced frame
-    endpoint_s: float  # when the decision was made
-
-
-@dataclass(frozen=True)
-class TurnAbandoned:
-    turn_id: int
-
-
-@dataclass(frozen=True)
-class SpeculationStarted:
-    turn_id: int
-    t_s: float
-
-
-@dataclass(frozen=True)
-class SpeculationCancelled:
-    turn_id: int
-    t_s: float
-
-
-@dataclass(frozen=True)
-class ReplyInterrupted:
-    """Fade the reply out and cancel the engine, now."""
-
-    turn_id: int
-    onset_s: float  # the interrupting speech (or press) began
-    detected_s: float
-    cause: Literal["speech", "push_to_talk", "stop"]
-    was_audible: bool
-
-
-@dataclass(frozen=True)
-class DuckSet:
-    ducked: bool
-
-
-@dataclass(frozen=True)
-class VadRestarted:
-    """Forget the utterance the VAD is in (it was heard while not listening)."""
-
 
 TURN_COMMANDS = (ev.PressToTalk, ev.ReleaseToTalk, ev.StopReply, ev.SetMuted, ev.SetListenMode)
 
-
-@dataclass(frozen=True)
-class FalseInterruption:
-    """Speech during a reply was not confirmed: the duck was restored (``reply_stopped`` False)
-    or the reply had already been stopped and no turn followed (True)."""
-
-    turn_id: int
-    onset_s: float
-    t_s: float
-    reply_stopped: bool
-
-
-Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
-          | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted
-          | FalseInterruption)
 
 
 class TurnController:
