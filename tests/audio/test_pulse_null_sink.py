@@ -148,5 +148,9 @@ def test_the_live_pipeline_answers_speech_on_real_streams(null_sink) -> None:
     # Behaviour, not speed (speed is in BENCHMARKS.md): the latency record is complete and at
     # least the endpoint silence; the upper bound only catches a reply that never really came.
     assert 500 <= report["latency_ms"] <= 5000
-    assert report["spoken_s"] == pytest.approx(1.6, abs=0.5)  # the VAD's view, real streams
+    # The VAD's view of the 1.6 s utterance as one turn. A loaded machine can stretch it: when
+    # paplay misses a deadline the null sink plays silence in the gap (CI saw 2.16 s), which the
+    # VAD rightly bridges as long as each gap is shorter than the endpoint silence.
+    utterance_s = 1.6
+    assert utterance_s - 0.5 <= report["spoken_s"] <= utterance_s + 1.5
     assert report["heard_ms"] > 1000
