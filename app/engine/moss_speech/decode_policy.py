@@ -35,14 +35,14 @@ DECODE_PATHS: tuple[DecodePath, ...] = ("compile", "graph", "static", "eager")
 DECODE_REQUESTS = ("auto", *DECODE_PATHS)
 
 LABELS: dict[str, str] = {
-    "compile": "torch.compile (inductor CUDA graphs)",
-    "graph": "CUDA graphs (captured without a compiler)",
-    "static": "static-shape step, eager (no capture)",
+    "compile": "torch.compile",
+    "graph": "CUDA graphs",
+    "static": "static-shape step",
     "eager": "eager",
 }
 FROZEN_REASON = ("this is the bundled app: torch.compile needs a C compiler and Python headers "
                  "that a bundle does not carry")
-CPU_COMPILE_REASON = "opt-in on the CPU (compiling takes minutes there; BENCHMARKS.md)"
+CPU_COMPILE_REASON = "opt-in on the CPU, where compiling takes minutes"
 
 
 @dataclass(frozen=True)
