@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from app.engine.moss_speech import decode_step
 from app.engine.moss_speech.decode_policy import PlannedPath, machine_plan
 from app.engine.moss_speech.decode_step import GraphedStep, select_decode_step
 from app.engine.moss_speech.generate import GenerationSession
@@ -124,3 +125,24 @@ def test_compiled_cuda_decode_equals_eager(tiny_dir: Path, tokenizer: MossTokeni
     model = load_model(tiny_dir, device="cuda", precision="fp32")
     prompt = build_prompt(tokenizer, [Turn("user", "Hey")], "audio")
     assert rows_of(model, prompt, "compile") == rows_of(model, prompt, "eager")
+
+
+class SyncingGraphedStep(GraphedStep):
+    """A step body with a host sync: fine in the warm-up, illegal while a graph is captured."""
+
+    def forward(self, text_head: bool):  # type: ignore[no-untyped-def]
+        logits = super().forward(text_head)
+        float(logits[1].sum())
+        return logits
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_a_capture_that_syncs_falls_back_to_eager_and_eager_still_works(
+        switchy_cuda: MossSpeechModel, tokenizer: MossTokenizer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    reference = conversation_rows(GenerationSession(switchy_cuda, max_rows=256), tokenizer)
+    monkeypatch.setitem(decode_step.BUILDERS, "graph", SyncingGraphedStep)
+    session = GenerationSession(switchy_cuda, max_rows=256, decode_path="graph")
+    assert session.decode.path == "eager" and session.decode.notes[0].startswith("graph failed")
+    assert conversation_rows(session, tokenizer) == reference
