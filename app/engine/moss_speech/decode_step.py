@@ -207,7 +207,7 @@ def _try_path(model: MossSpeechModel, caches: KVCaches, build: Builder,
         step = build(model, caches)
         problem = validate_step(model, step, EagerStep(model, caches), rounds)
     except Exception as exc:  # no compiler, a capture that synced, out of memory, ...
-        problem = f"{type(exc).__name__}: {_first_line(exc)}"
+        problem = _describe(exc)
     finally:
         caches.reset()
     return (problem, None) if problem else (None, step)
@@ -285,6 +285,20 @@ def _cloned(logits: Logits) -> Logits:
     """A graph's outputs are overwritten by its next replay: keep copies for the comparison."""
     text, audio = logits
     return (None if text is None else text.clone()), audio.clone()
+
+
+def _describe(exc: BaseException) -> str:
+    """The error, led by the one that started it: a failed capture raises again when it ends,
+    and that second error says less than the first."""
+    text, root = f"{type(exc).__name__}: {_first_line(exc)}", exc
+    for _ in range(8):
+        earlier = root.__cause__ or root.__context__
+        if earlier is None:
+            break
+        root = earlier
+    if root is exc:
+        return text
+    return f"{type(root).__name__}: {_first_line(root)} (then {text})"
 
 
 def _first_line(exc: BaseException) -> str:

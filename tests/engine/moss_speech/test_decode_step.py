@@ -48,6 +48,14 @@ def no_compiler(model: MossSpeechModel, caches: KVCaches) -> DecodeStep:
     raise RuntimeError("inductor: no C compiler found\n(long traceback text)")
 
 
+def capture_broken(model: MossSpeechModel, caches: KVCaches) -> DecodeStep:
+    """As a capture that synced fails: the first error, then another when the capture ends."""
+    try:
+        raise RuntimeError("operation not permitted when stream is capturing")
+    except RuntimeError:
+        raise RuntimeError("capture invalidated") from None
+
+
 def test_static_step_equals_eager_over_50_rows_with_switches_and_a_truncate(
         switchy_model: MossSpeechModel, tokenizer: MossTokenizer) -> None:
     static = GenerationSession(switchy_model, max_rows=256, decode_path="static")
@@ -93,14 +101,17 @@ def test_the_chain_logs_each_failure_and_keeps_the_first_step_that_agrees(
         tiny_model: MossSpeechModel, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     plan = [PlannedPath("compile"), PlannedPath("graph", "needs a CUDA device"),
-            PlannedPath("static"), PlannedPath("eager")]
-    builders = {"compile": no_compiler, "graph": StaticStep, "static": StaticStep,
+            PlannedPath("graph"), PlannedPath("static"), PlannedPath("eager")]
+    builders = {"compile": no_compiler, "graph": capture_broken, "static": StaticStep,
                 "eager": EagerStep}
     caches = tiny_model.new_caches(64)
     choice = select_decode_step(tiny_model, caches, plan, builders)
     assert isinstance(choice.step, StaticStep) and choice.path == "static"
-    assert choice.notes == ["compile failed: RuntimeError: inductor: no C compiler found",
-                            "graph skipped: needs a CUDA device"]
+    assert choice.notes == [
+        "compile failed: RuntimeError: inductor: no C compiler found",
+        "graph skipped: needs a CUDA device",
+        "graph failed: RuntimeError: operation not permitted when stream is capturing (then "
+        "RuntimeError: capture invalidated)"]
     assert "no C compiler found" in caplog.text and choice.setup_ms > 0
     assert "static-shape step" in choice.summary and "compile failed" in choice.summary
 
