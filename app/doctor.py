@@ -41,7 +41,18 @@ def torch_report() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     except Exception as exc:
         info["error"] = f"CUDA query failed: {type(exc).__name__}: {exc}"
     info["npu_available"] = _npu_available()
+    info["decode_step"] = decode_step_report("cuda" if info["cuda_available"] else "cpu")
     return info, gpus
+
+
+def decode_step_report(device_type: str) -> dict[str, Any]:
+    """The decode steps the engine would try here, in order, and why any is skipped (which one
+    passes its check against eager at load time is in the log: "decode step on ...")."""
+    from app.engine.moss_speech.decode_policy import describe_plan, is_frozen, machine_plan
+
+    plan = machine_plan(device_type)
+    return {"device": device_type, "frozen": is_frozen(), "summary": describe_plan(plan),
+            "plan": [{"path": p.path, "skipped": p.skipped} for p in plan]}
 
 
 def _npu_available() -> bool:
@@ -105,6 +116,9 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"{ok}torch {torch_info['version']}: {cuda}")
     else:
         lines.append(f"{bad}torch not usable: {torch_info.get('error')}; run make setup")
+    decode = torch_info.get("decode_step")
+    if decode:
+        lines.append(f"{ok}decode step ({decode['device']}): {decode['summary']}")
     for gpu in report["gpus"]:
         lines.append(f"{ok}GPU {gpu['index']}: {gpu['name']}, {gpu['free_bytes'] / 2**30:.1f} of "
                      f"{gpu['total_bytes'] / 2**30:.1f} GiB free")

@@ -206,6 +206,40 @@ def check_tiny_language_model(ctx: SelfTestContext) -> str:
     return f"{millions:.1f} M parameters, {len(streamed)} rows, streamed = uncached"
 
 
+def check_decode_step(ctx: SelfTestContext) -> str:
+    """The decode-step plan this build would follow on CUDA (a bundle never compiles), and the
+    static step checked against eager on a tiny model: on a GPU as a real CUDA-graph capture."""
+    import torch
+
+    from app.engine.moss_speech import load_model
+    from app.engine.moss_speech.decode_policy import (
+        FROZEN_REASON,
+        DecodePath,
+        PlannedPath,
+        is_frozen,
+        machine_plan,
+    )
+    from app.engine.moss_speech.decode_step import select_decode_step
+    from app.engine.moss_speech.testing import write_tiny_checkpoint
+
+    plan = machine_plan("cuda")
+    if is_frozen() and plan[0].skipped != FROZEN_REASON:
+        raise RuntimeError("the bundle would try torch.compile, which it cannot run")
+    folder = ctx.work_dir / "tiny-lm"
+    if not (folder / "config.json").is_file():
+        write_tiny_checkpoint(folder, seed=0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    path: DecodePath = "graph" if device == "cuda" else "static"
+    model = load_model(folder, device=device, precision="fp32")
+    choice = select_decode_step(model, model.new_caches(64),
+                                [PlannedPath(path), PlannedPath("eager")])
+    if choice.path != path:
+        raise RuntimeError(f"the {path} decode step failed its check: {'; '.join(choice.notes)}")
+    order = " → ".join(p.path for p in plan if p.skipped is None)
+    skipped = "".join(f"; {p.path} skipped: {p.skipped}" for p in plan if p.skipped)
+    return f"{path} step on {device} = eager; on CUDA: {order}{skipped}"
+
+
 def check_tiny_codec(ctx: SelfTestContext) -> str:
     """The codec's real code on a tiny random folder: encode speech, stream-decode the codes."""
     import numpy as np
@@ -249,6 +283,7 @@ STEPS: list[Step] = [
     Step("echo conversation", check_echo_conversation),
     Step("window", check_qt),
     Step("tiny language model", check_tiny_language_model),
+    Step("decode step", check_decode_step),
     Step("tiny codec", check_tiny_codec),
     Step("tiny engine reply", check_tiny_engine_reply),
 ]

@@ -37,6 +37,9 @@ def test_doctor_json_has_the_promised_keys(isolated_home: Path) -> None:
     for key in ("python", "torch", "gpus", "audio", "models", "display"):
         assert key in report
     assert report["torch"]["installed"] is True
+    decode = report["torch"]["decode_step"]  # no GPU here: eager, the others with reasons
+    assert decode["device"] == "cpu" and decode["frozen"] is False
+    assert [p["path"] for p in decode["plan"] if p["skipped"] is None] == ["eager"]
     assert isinstance(report["gpus"], list)
     assert report["display"]["available"] is False
     assert report["models"]["model"]["configured"] is False
@@ -52,6 +55,7 @@ def test_doctor_reports_a_bad_model_folder_and_still_exits_0(
     out = capsys.readouterr().out
     assert "missing key 'hidden_size'" in out
     assert "codec folder not set" in out
+    assert "decode step (cpu): torch.compile" in out and "→ eager" in out
 
 
 def test_no_display_falls_back_to_the_headless_demo(isolated_home: Path) -> None:

@@ -15,6 +15,8 @@ import resource
 import time
 from typing import Any
 
+from app.cli.bench_engine_e2e import add_decode_path_arguments
+
 SIZES = ("tiny", "full")
 
 
@@ -27,11 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=("bf16", "fp32", "int8", "int4"), default="bf16")
     parser.add_argument("--prompt-rows", type=int, default=300)
     parser.add_argument("--decode-rows", type=int, default=64)
-    parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the decode step (CUDA graphs on CUDA)")
+    add_decode_path_arguments(parser)
     parser.add_argument("--cpp-wrapper", action="store_true",
-                        help="with --compile on CPU: inductor's C++ wrapper (no Python between "
-                        "kernels; compiling takes minutes)")
+                        help="with --decode-path compile on CPU: inductor's C++ wrapper (no "
+                        "Python between kernels; compiling takes minutes)")
     parser.add_argument("--overhead-only", action="store_true",
                         help="only the Python overhead per row (no large model is built)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         inductor_config.cpp_wrapper = True
     if args.overhead_only:
         overhead = bench_lm.python_overhead(bench_lm.size_config(args.size),
-                                            torch.device(args.device), args.compile)
+                                            torch.device(args.device), args.decode_path)
         return _print(overhead, args)
     if not args.random_weights and not args.model_dir:
         print("bench engine: pass --random-weights or --model-dir PATH")
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         return 3
     result: dict[str, Any] = bench_lm.run_bench(
         size=args.size, device=args.device, precision=args.precision, model_dir=args.model_dir,
-        prompt_rows=args.prompt_rows, decode_rows=args.decode_rows, compile=args.compile)
+        prompt_rows=args.prompt_rows, decode_rows=args.decode_rows, decode_path=args.decode_path)
     return _print(result, args)
 
 

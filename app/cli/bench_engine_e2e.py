@@ -16,6 +16,21 @@ import resource
 import time
 from typing import Any
 
+from app.engine.moss_speech.decode_policy import DECODE_REQUESTS
+
+
+def add_decode_path_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--decode-path`` (and the older ``--compile``/``--no-compile`` spellings)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--decode-path", choices=DECODE_REQUESTS, default="auto",
+                       help="the per-row decode step: auto (the app's policy: on CUDA compile, "
+                       "then CUDA graphs, then eager; eager on the CPU) or one path, validated "
+                       "against eager and replaced by eager if it fails")
+    group.add_argument("--compile", dest="decode_path", action="store_const", const="compile",
+                       help="same as --decode-path compile")
+    group.add_argument("--no-compile", dest="decode_path", action="store_const", const="eager",
+                       help="same as --decode-path eager")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random-weights", action="store_true",
@@ -36,10 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="recompute the voice prompt's flow state for every reply")
     parser.add_argument("--barge-in-every", type=int, default=2,
                         help="cancel every n-th reply at a random moment (0 = never)")
-    compile_group = parser.add_mutually_exclusive_group()
-    compile_group.add_argument("--compile", dest="compile", action="store_true", default=None,
-                               help="compile the decode step (default on CUDA)")
-    compile_group.add_argument("--no-compile", dest="compile", action="store_false")
+    add_decode_path_arguments(parser)
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -58,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                            turns=args.turns, question_s=args.question_s, voice_s=args.voice_s,
                            max_new_rows=args.max_new_rows, chunk_codes=args.chunk,
                            first_hop=args.first_hop, barge_in_every=args.barge_in_every,
-                           compile=args.compile, final=args.final,
+                           decode_path=args.decode_path, final=args.final,
                            voice_prefix=args.voice_prefix)
     result = run_bench(options)
     if "refused" in result:
@@ -71,11 +83,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _format(result: dict[str, Any]) -> str:
+    notes = "; ".join(result["decode_notes"])
     lines = [f"engine e2e: size={result['size']} device={result['device']} "
-             f"precision={result['precision']} compiled={result['compiled']} "
+             f"precision={result['precision']} decode={result['decode_path']} "
              f"chunk={result['chunk_codes']} first_hop={result['first_hop']} "
              f"final={result['final']} voice_prefix={result['voice_prefix']} "
-             f"threads={result['threads']} build {result['build_s']} s"]
+             f"threads={result['threads']} build {result['build_s']} s"
+             + (f" ({notes})" if notes else "")]
     for t in result["turns"]:
         stages = " ".join(f"{k}={v}" for k, v in t["stages_ms"].items())
         lines.append(f"turn {t['turn']}: TTFA {t['ttfa_ms']} ms ({stages}); reply "

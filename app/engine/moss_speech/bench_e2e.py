@@ -51,7 +51,7 @@ class BenchOptions:
     chunk_codes: int = 5
     first_hop: str = "aggressive"
     barge_in_every: int = 2  # every n-th turn is cancelled at a random moment of its reply
-    compile: bool | None = None  # None: compile on CUDA
+    decode_path: str = "auto"  # auto, compile, graph, static or eager (decode_policy.py)
     final: str = "causal"  # the codec's last step: "causal" (the engine's choice) or "reference"
     voice_prefix: bool = True  # keep the voice prompt's flow state between replies
     seed: int = 0
@@ -74,7 +74,7 @@ def build(options: BenchOptions) -> MossSpeechEngine:
                                      source="bench-voice")
     settings = _settings(options)
     parts = EngineParts(model, tokenizer, codec, voice, DeviceChoice(device))
-    engine = MossSpeechEngine(parts, settings, compile=options.compile)
+    engine = MossSpeechEngine(parts, settings, decode_path=options.decode_path)
     from app.engine.moss_speech.build import warm_up
 
     warm_up(engine)
@@ -167,9 +167,11 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             barge_in = (rng.randint(1, first["chunks"] // 2), 0.5 * per_chunk_s * rng.random())
         turns.append(run_turn(engine, turn_id, pcm, barge_in))
     transcript_ms = _time_transcripts(engine)
+    decode = engine.session.decode
     engine.close()
     return {"size": options.size, "device": options.device, "precision": options.precision,
-            "compiled": engine.compile, "chunk_codes": options.chunk_codes,
+            "decode_path": decode.path, "decode_notes": decode.notes,
+            "decode_setup_ms": round(decode.setup_ms), "chunk_codes": options.chunk_codes,
             "first_hop": options.first_hop, "final": engine.policy.final,
             "voice_prefix": engine.policy.reuse_voice_prefix,
             "max_new_rows": options.max_new_rows,

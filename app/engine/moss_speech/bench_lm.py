@@ -143,35 +143,36 @@ def bytes_read_per_audio_row(model: MossSpeechModel) -> int:
 
 
 def run_bench(size: str, device: str, precision: str, model_dir: str | None, prompt_rows: int,
-              decode_rows: int, compile: bool) -> dict[str, Any]:
+              decode_rows: int, decode_path: str) -> dict[str, Any]:
     dev = torch.device(device)
     config = size_config(size)
     start = time.perf_counter()
     model = (load_model(Path(model_dir), dev, precision) if model_dir
              else random_model(config, dev, precision))
     result: dict[str, Any] = {"size": size if not model_dir else "checkpoint", "device": str(dev),
-                              "precision": precision, "compile": compile,
+                              "precision": precision, "decode_path_requested": decode_path,
                               "build_s": round(time.perf_counter() - start, 2)}
-    result.update(measure_model(model, prompt_rows, decode_rows, compile,
+    result.update(measure_model(model, prompt_rows, decode_rows, decode_path,
                                 bandwidth=size == "full" or model_dir is not None))
     del model  # free the weights before the overhead twin is built
-    result.update(python_overhead(config, dev, compile))
+    result.update(python_overhead(config, dev, decode_path))
     return result
 
 
-def measure_model(model: MossSpeechModel, prompt_rows: int, decode_rows: int, compile: bool,
-                  bandwidth: bool) -> dict[str, Any]:
+def measure_model(model: MossSpeechModel, prompt_rows: int, decode_rows: int,
+                  decode_path: str, bandwidth: bool) -> dict[str, Any]:
     """Prefill ms, decode rows/s (audio mode), peak CUDA memory, ratio to the bandwidth floor."""
     dev = model.device
     prompt = audio_prompt(model.config, prompt_rows)
-    session = GenerationSession(model, max_rows=prompt_rows + decode_rows + 16, compile=compile)
+    session = GenerationSession(model, max_rows=prompt_rows + decode_rows + 16,
+                                decode_path=decode_path)
     session.prefill(prompt[:16])  # warm-up
 
     def prefill() -> None:
         session.reset()
         session.prefill(prompt)
 
-    result: dict[str, Any] = {"prefill_rows": int(prompt.shape[0]),
+    result: dict[str, Any] = {**decode_fields(session, ""), "prefill_rows": int(prompt.shape[0]),
                               "prefill_ms": round(timed_ms(prefill, dev, repeats=3), 1)}
     row_ms, warm_ms = decode_ms_per_row(session, prompt, decode_rows, warmup_rows=4)
     result["decode_ms_per_row"] = round(row_ms, 2)
@@ -190,8 +191,15 @@ def measure_model(model: MossSpeechModel, prompt_rows: int, decode_rows: int, co
     return result
 
 
+def decode_fields(session: GenerationSession, prefix: str) -> dict[str, Any]:
+    """Which decode step ran, why the ones before it did not, and what choosing it cost."""
+    decode = session.decode
+    return {f"{prefix}decode_path": decode.path, f"{prefix}decode_notes": decode.notes,
+            f"{prefix}decode_setup_ms": round(decode.setup_ms, 1)}
+
+
 def python_overhead(config: MossSpeechConfig, device: torch.device,
-                    compile: bool) -> dict[str, Any]:
+                    decode_path: str) -> dict[str, Any]:
     """Decode time per row of the near-zero-FLOP twin with the same number of layers.
 
     Runs on one intra-op thread: the twin's kernels are far too small to parallelise, and
@@ -200,19 +208,19 @@ def python_overhead(config: MossSpeechConfig, device: torch.device,
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _twin_overhead(config, device, compile)
+        return _twin_overhead(config, device, decode_path)
     finally:
         torch.set_num_threads(threads)
 
 
 def _twin_overhead(config: MossSpeechConfig, device: torch.device,
-                   compile: bool) -> dict[str, Any]:
+                   decode_path: str) -> dict[str, Any]:
     twin_config = overhead_config(config)
     twin = random_model(twin_config, device, "fp32" if device.type == "cpu" else "bf16")
-    session = GenerationSession(twin, max_rows=400, compile=compile)
+    session = GenerationSession(twin, max_rows=400, decode_path=decode_path)
     prompt = audio_prompt(twin_config, 32)
     row_ms, _ = decode_ms_per_row(session, prompt, rows=200, warmup_rows=8)
-    return {"overhead_layers": twin_config.kv_layers, "overhead_compile": compile,
+    return {"overhead_layers": twin_config.kv_layers, **decode_fields(session, "overhead_"),
             "python_overhead_ms_per_row": round(row_ms, 3),
             "sampler_ms_per_row": round(sampler_ms_per_row(twin_config, device), 3)}
 

@@ -3,8 +3,10 @@
 Cheap checks first, so a person hears what is wrong in milliseconds and nothing big is loaded
 for a setting that cannot work: folders set and verified (file list, headers, shapes), a voice
 prompt for spoken replies, the device, the precision for that device, the VRAM preflight. Then
-the model, tokenizer, codec and voice load, and :func:`warm_up` compiles the decode step (CUDA
-graphs on CUDA) and primes the codec so the first reply does not pay for it.
+the model, tokenizer, codec and voice load; the engine chooses its decode step (on CUDA:
+torch.compile, else CUDA graphs captured by hand, else eager; each validated against eager,
+:mod:`.decode_policy`), and :func:`warm_up` runs it and primes the codec so the first reply
+does not pay for first use.
 
 Every failure is an :class:`~app.engine.factory.EngineUnavailableError` whose ``category`` picks
 the banner (``model_invalid``, ``voice_prompt``, ``out_of_memory``) and whose ``action`` says
@@ -109,10 +111,11 @@ def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path,
 
 
 def warm_up(engine: MossSpeechEngine) -> None:
-    """Compile the decode step (both modes) and build the voice state before the first turn.
+    """Run the decode step (both modes) and build the voice state before the first turn.
 
-    If compiling fails the engine falls back to the eager step with a logged warning; if the
-    voice-prefix state leaves less than the working margin free on the GPU, it is dropped."""
+    If the chosen decode step fails here the engine falls back to the eager step with a logged
+    warning; if the voice-prefix state leaves less than the working margin free on the GPU, it
+    is dropped."""
     engine.warm_decode()
     _warm_codec(engine)
 

@@ -79,16 +79,15 @@ def capacity_rows(settings: Settings, model: MossSpeechModel) -> int:
 
 
 class MossSpeechEngine(Engine):
-    def __init__(self, parts: EngineParts, settings: Settings, *, compile: bool | None = None,
+    def __init__(self, parts: EngineParts, settings: Settings, *, decode_path: str = "auto",
                  transcript_rows: int = TRANSCRIPT_MAX_ROWS) -> None:
         self.parts = parts
         self.model, self.tokenizer, self.codec = parts.model, parts.tokenizer, parts.codec
         self.device = parts.device.device
         self.device_warning = parts.device.warning
         self.precision = self.model.precision
-        self.compile = self.device.type == "cuda" if compile is None else compile
         self.capacity = capacity_rows(settings, self.model)
-        self.session = GenerationSession(self.model, self.capacity, compile=self.compile)
+        self.session = self._new_session(self.capacity, decode_path)
         self.memory = ConversationMemory(self.tokenizer, self.capacity)
         self.transcriber = Transcriber(self.model, self.tokenizer, transcript_rows)
         self.reuse_voice_prefix = True  # the warm-up may turn it off for lack of memory
@@ -99,7 +98,6 @@ class MossSpeechEngine(Engine):
         self._feed: UserAudio | None = None
         self._pending: _Pending | None = None
         self._settings = settings
-        self._warm_thread: int | None = None  # the thread that recorded the decode graphs
         self.apply_settings(settings)
 
     @property
@@ -107,8 +105,14 @@ class MossSpeechEngine(Engine):
         voice = f"voice {self._voice.source}" if self._voice is not None else "no voice prompt"
         return EngineInfo(name="MOSS-Speech", is_demo=False, device=str(self.device),
                           precision=self.precision,
-                          detail=f"{voice}; context {self.capacity} rows",
+                          detail=f"{voice}; context {self.capacity} rows; decode step: "
+                                 f"{self.decode_path}",
                           warning=self.device_warning)
+
+    @property
+    def decode_path(self) -> str:
+        """The decode step in use: compile, graph, static or eager (:mod:`.decode_policy`)."""
+        return self._decode_path
 
     @property
     def voice(self) -> VoiceConditioning | None:
@@ -183,39 +187,53 @@ class MossSpeechEngine(Engine):
                 f"A context of {capacity} rows needs {gib(growth)} more GPU memory, but only "
                 f"{gib(free)} is free.", "Keep a smaller Settings → Engine → Context max rows, "
                 "or choose a smaller precision.", "out_of_memory")
+        path = self.decode_path
         self.session = None  # type: ignore[assignment]  # free the old cache first
         dev.release_memory(self.device)
-        self.session = GenerationSession(self.model, capacity, compile=self.compile)
+        self.session = self._new_session(capacity, path)
         self.capacity = self.memory.capacity_rows = capacity
         self.warm_decode()
 
+    def _new_session(self, capacity: int, decode_path: str) -> GenerationSession:
+        """A session whose decode step is chosen (and validated) now, on this thread."""
+        session = GenerationSession(self.model, capacity, decode_path=decode_path)
+        self._decode_path = session.decode.path  # still known after close()
+        log.info("decode step on %s: %s, ready in %.0f ms", self.device, session.decode.summary,
+                 session.decode.setup_ms)
+        return session
+
     def prepare(self) -> None:
-        """On the engine thread: record the decode step's CUDA graphs again if the warm-up ran
-        on another thread (``converse`` builds the engine before the worker starts)."""
-        if self.compile and self._warm_thread != threading.get_ident():
+        """On the engine thread: record the decode step's graphs again if they were recorded on
+        another thread (``converse`` builds the engine before the worker starts); graphs belong
+        to the thread and memory pool that recorded them."""
+        decode = self.session.decode
+        if decode.step.thread_bound and decode.thread != threading.get_ident():
             self.session = None  # type: ignore[assignment]
             dev.release_memory(self.device)
-            self.session = GenerationSession(self.model, self.capacity, compile=True)
+            self.session = self._new_session(self.capacity, decode.path)
             self.warm_decode()
 
     def warm_decode(self) -> None:
-        """Compile the decode step for both modes now (the CUDA graph has the cache's static
-        shape), not during the first reply. Falls back to the eager step with a warning."""
-        if not self.compile:
+        """On an accelerator, run a few rows of both modes (text head off / on) now, so the
+        first reply pays for no first-use kernels. If that fails on a compiled or graphed step,
+        fall back to the eager one with a warning."""
+        if self.device.type == "cpu":
             return
-        self._warm_thread = threading.get_ident()
         try:
             modalities: tuple[OutputModality, ...] = ("audio", "text")
-            for modality in modalities:  # text head off / on: two specialisations
+            for modality in modalities:
                 self.session.prefill(build_prompt(self.tokenizer, [Turn("system", "Warm up.")],
                                                   modality))
                 for _row in self.session.rows(Sampling(max_new_rows=4, min_new_rows=0), seed=0):
                     pass
         except Exception as exc:
-            log.warning("compiling the decode step failed (%s: %s); using the eager step, "
-                        "which is slower per row", type(exc).__name__, exc)
-            self.compile = False
-            self.session = GenerationSession(self.model, self.capacity)
+            if self.decode_path == "eager":
+                raise
+            log.warning("the %s decode step failed in the warm-up (%s: %s); using the eager "
+                        "step, which is slower per row", self.decode_path, type(exc).__name__, exc)
+            self.session = None  # type: ignore[assignment]
+            dev.release_memory(self.device)
+            self.session = self._new_session(self.capacity, "eager")
         self.session.reset()
 
     # ---- user audio --------------------------------------------------------------------------

@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 
 from app.engine.moss_speech.config import MossSpeechConfig
+from app.engine.moss_speech.decode_policy import machine_plan
+from app.engine.moss_speech.decode_step import DecodeChoice, EagerStep, select_decode_step
 from app.engine.moss_speech.model import Logits, MossSpeechModel
 from app.engine.moss_speech.sampling import (
     ChannelSampler,
@@ -107,21 +109,24 @@ class RowSampler:
 
 
 class GenerationSession:
-    """KV caches + the rows they hold, for one conversation on one model."""
+    """KV caches + the rows they hold, for one conversation on one model.
 
-    def __init__(self, model: MossSpeechModel, max_rows: int, compile: bool = False,
+    ``decode_path`` picks the per-row step (:mod:`.decode_policy`: ``auto``, ``compile``,
+    ``graph``, ``static`` or ``eager``); anything but eager is built and validated against eager
+    here, on the fresh caches, and ``decode`` says which one runs and why."""
+
+    def __init__(self, model: MossSpeechModel, max_rows: int, decode_path: str = "eager",
                  prefill_chunk_rows: int = 1024) -> None:
         self.model, self.config = model, model.config
         self.caches = model.new_caches(max_rows)
         self.history: list[Row] = []  # rows whose keys/values are in the caches
         self.prefill_chunk_rows = prefill_chunk_rows
         self._logits: Logits | None = None  # logits after the last prefilled row
-        self._position = torch.zeros(1, dtype=torch.int64, device=model.device)
-        self._compiled = _compile_decode(model) if compile else None
-        if compile:
-            # Fixed addresses let CUDA graphs write the caches in place instead of copying them.
-            for tensor in [*self.caches.tensors(), self._position]:
-                torch._dynamo.mark_static_address(tensor)
+        if decode_path == "eager":
+            self.decode = DecodeChoice(EagerStep(model, self.caches))
+        else:
+            plan = machine_plan(model.device.type, decode_path)
+            self.decode = select_decode_step(model, self.caches, plan)
 
     @property
     def max_rows(self) -> int:
@@ -186,15 +191,8 @@ class GenerationSession:
             self.history.append(row)
 
     def _step(self, row: Tensor, text_head: bool) -> Logits:
-        """Forward one appended row at the next position: eager slices or the compiled step."""
-        position = len(self.history)
-        if self._compiled is None:
-            return self.model.forward_rows(row, self.caches, position, text_head=text_head)
-        self.caches.check_room(position, 1)
-        self._position.fill_(position)
-        logits = self._compiled(row, self._position, self.caches, text_head)
-        self.caches.length = position + 1
-        return logits
+        """Forward one appended row [1, 1, 2] at the next position."""
+        return self.decode.step(row, len(self.history), text_head)
 
 
 def generate_rows(model: MossSpeechModel, prompt_grid: Tensor, sampling: Sampling | Any = None,
@@ -228,12 +226,3 @@ def _common_prefix(a: Sequence[Row], b: Sequence[Row]) -> int:
             return i
     return n
 
-
-def _compile_decode(model: MossSpeechModel):
-    """torch.compile the static-shape decode step.
-
-    CUDA: "reduce-overhead" replays the whole step as one CUDA graph. CPU: plain inductor (its
-    C++ wrapper was not faster for 40 layers here and compiled 4x longer; BENCHMARKS.md).
-    """
-    mode = "reduce-overhead" if model.device.type == "cuda" else "default"
-    return torch.compile(model.decode_static, mode=mode, fullgraph=True, dynamic=False)

@@ -92,6 +92,16 @@ def attend(q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
         out = _flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                causal=True)
         return out.transpose(1, 2)
+    B, H, L, D = q.shape
+    n_kv = k.shape[1]
+    if L == 1 and n_kv != H and not (ctx.causal and ctx.mask is None):
+        # One query row (decode): fold each group of query heads into the query axis, so SDPA
+        # sees n_kv heads and reads every cached key/value once. With enable_gqa and a mask
+        # (the static step) no fused CUDA kernel applies and the math path copies the whole
+        # cache once per query head, every row. [B, n_kv, H/n_kv, D] → [B, H, 1, D].
+        out = F.scaled_dot_product_attention(q.reshape(B, n_kv, H // n_kv, D), k, v,
+                                             attn_mask=ctx.mask)
+        return out.reshape(B, H, 1, D)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.mask,
                                           is_causal=ctx.causal and ctx.mask is None,
                                           enable_gqa=k.shape[1] != q.shape[1])

@@ -19,6 +19,21 @@ def test_bench_engine_runs_on_the_tiny_model(capsys: pytest.CaptureFixture[str])
     assert result["decode_rows_per_s"] > 0 and result["python_overhead_ms_per_row"] > 0
     assert result["overhead_layers"] == MossSpeechConfig.tiny().kv_layers
     assert result["peak_rss_mib"] > 0
+    assert result["decode_path_requested"] == "auto" and result["decode_path"] == "eager"
+
+
+def test_bench_engine_reports_the_decode_step_that_really_ran(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["bench", "engine", "--random-weights", "--size", "tiny", "--prompt-rows", "20",
+            "--decode-rows", "4", "--precision", "fp32", "--json"]
+    assert main([*base, "--decode-path", "graph"]) == 0
+    graph = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert graph["decode_path_requested"] == "graph" and graph["decode_path"] == "eager"
+    assert graph["decode_notes"] == ["graph skipped: needs a CUDA device"]
+    assert graph["overhead_decode_path"] == "eager"
+    assert main([*base, "--decode-path", "static"]) == 0
+    static = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert static["decode_path"] == "static" and static["decode_setup_ms"] > 0
 
 
 def test_full_size_memory_estimate_and_clean_refusal() -> None:

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from app.engine.folders import expected_lm_shapes
 from app.engine.moss_speech.config import MossSpeechConfig
-from app.engine.moss_speech.layers import DecoderLayer, rope_tables
+from app.engine.moss_speech.layers import AttentionContext, DecoderLayer, attend, rope_tables
 from app.engine.moss_speech.model import MossSpeechModel
 
 
@@ -133,8 +133,6 @@ def reference_layer(layer: DecoderLayer, x: torch.Tensor, cfg: MossSpeechConfig)
 
 
 def test_decoder_layer_matches_plain_qwen3_math(tiny_model: MossSpeechModel) -> None:
-    from app.engine.moss_speech.layers import AttentionContext
-
     cfg = tiny_model.config
     layer = tiny_model.model.shared_block.layers[1]
     x = torch.randn(1, 9, cfg.hidden_size, generator=torch.Generator().manual_seed(0))
@@ -143,3 +141,19 @@ def test_decoder_layer_matches_plain_qwen3_math(tiny_model: MossSpeechModel) -> 
         ours = layer(x, AttentionContext(cos, sin), None)
         ref = reference_layer(layer, x, cfg)
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_one_row_attention_folds_query_groups_without_copying_the_cache() -> None:
+    """Decode rows fold each GQA group into the query axis; same result as repeating k/v."""
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 8, 1, 16, generator=generator)  # [B, H, 1, D]
+    k, v = (torch.randn(1, 2, 12, 16, generator=generator) for _ in range(2))  # [B, n_kv, S, D]
+    mask = torch.arange(12)[None, :] <= 6  # [1, S]: rows past position 6 are not valid yet
+    ctx = AttentionContext(torch.ones(1, 16), torch.zeros(1, 16), causal=False, mask=mask)
+    k_rep, v_rep = k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)  # head h → h // 4
+    scores = (q @ k_rep.transpose(-1, -2)) / 4.0  # / sqrt(D)
+    expected = scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v_rep
+    torch.testing.assert_close(attend(q, k, v, ctx), expected, rtol=1e-5, atol=1e-6)
+    unmasked = AttentionContext(torch.ones(1, 16), torch.zeros(1, 16), causal=False)
+    torch.testing.assert_close(attend(q, k, v, unmasked), scores.softmax(-1) @ v_rep,
+                               rtol=1e-5, atol=1e-6)
