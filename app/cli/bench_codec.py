@@ -4,7 +4,9 @@ per-chunk streaming decode ms versus chunk index (random weights, tiny or full s
 ``--size full`` builds the published widths in memory (Whisper-VQ 16×1280, flow 512/256, HiFT
 512; about 2.4 GB in float32) with random weights; the CAM++ model is the tiny stand-in either
 way. ``--reference`` also times the reference protocol, which recomputes the flow over the
-whole code prefix at every chunk.
+whole code prefix at every chunk. The cached stream reports its flow state per chunk (allocated
+and used MiB; buffers are allocated once for the reply's codes) and, with
+``--flow-cache-budget-mib``, the chunk from which it runs bounded.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the voice prompt's flow state between replies")
     parser.add_argument("--reference", action="store_true",
                         help="also time the whole-prefix recompute of the reference protocol")
+    parser.add_argument("--flow-cache-budget-mib", type=float, default=None,
+                        help="bound the cached flow state (MiB); default: no bound")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run each measurement N times and keep the fastest (busy machines)")
@@ -149,24 +153,66 @@ def _time_encode(codec: MossSpeechCodec, args: argparse.Namespace) -> dict[str, 
 def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.Tensor,
                  args: argparse.Namespace, flow_cache: bool) -> dict[str, Any]:
     reuse = args.reuse_voice_prefix and flow_cache
+    budget = (None if args.flow_cache_budget_mib is None
+              else int(args.flow_cache_budget_mib * 2 ** 20))
+    bounds = {"flow_cache_budget_bytes": budget, "max_codes": len(codes)}
     result: dict[str, Any] = {}
     if reuse:  # the first reply with a voice builds its prefix state; later replies reuse it
         codec.clear_caches()
         _, result["voice_prefix_ms"] = _timed(codec, lambda: codec.stream_decoder(
-            voice, args.chunk, reuse_voice_prefix=True, n_timesteps=args.steps).close())
-        result["voice_prefix_mib"] = round(codec.cache_nbytes() / 2 ** 20, 1)
+            voice, args.chunk, reuse_voice_prefix=True, n_timesteps=args.steps,
+            **bounds).close())
+        result["voice_prefix_mib"] = _mib(codec.cache_nbytes())
+    _reset_peak(codec)
     decoder = codec.stream_decoder(voice, args.chunk, final=args.final, flow_cache=flow_cache,
-                                   reuse_voice_prefix=reuse, n_timesteps=args.steps)
+                                   reuse_voice_prefix=reuse, n_timesteps=args.steps, **bounds)
     steps: list[dict[str, Any]] = []
     for index in range(len(codes)):
         before = decoder.steps
         _, ms = _timed(codec, partial(decoder.push, codes[index:index + 1]))
         if decoder.steps > before:
-            steps.append({"chunk": len(steps), "ms": ms,
-                          "cache_mib": round(decoder.cache_nbytes() / 2 ** 20, 1)})
+            steps.append({"chunk": len(steps), "ms": ms, **_flow_state(codec, decoder)})
     _, finish_ms = _timed(codec, decoder.finish)
     return {**result, "first_chunk_ms": steps[0]["ms"] if steps else None, "chunks": steps,
-            "finish_ms": finish_ms, "audio_s_per_chunk": args.chunk * 0.08}
+            "finish_ms": finish_ms, "audio_s_per_chunk": args.chunk * 0.08,
+            **_flow_summary(codec, decoder, steps)}
+
+
+def _mib(n_bytes: float) -> float:
+    return round(n_bytes / 2 ** 20, 1)
+
+
+def _reset_peak(codec: MossSpeechCodec) -> None:
+    import torch
+
+    if codec.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(codec.device)
+
+
+def _flow_state(codec: MossSpeechCodec, decoder: Any) -> dict[str, Any]:
+    """Flow state after a step: allocated (voice prefix counted once), used, and the used
+    bytes per second of voice prompt + reply audio so far (12.5 codes per second)."""
+    stream = decoder.flow_stream
+    if stream is None:
+        return {"cache_mib": 0.0, "used_mib": 0.0, "bounded": False}
+    used = stream.cache_used_nbytes()
+    return {"cache_mib": _mib(codec.cache_nbytes(decoder)), "used_mib": _mib(used),
+            "used_mib_per_audio_s": _mib(used / (stream.tokens_done / 12.5)),
+            "bounded": stream.bounded}
+
+
+def _flow_summary(codec: MossSpeechCodec, decoder: Any,
+                  steps: list[dict[str, Any]]) -> dict[str, Any]:
+    import torch
+
+    summary: dict[str, Any] = {"cache_peak_mib": _mib(decoder.cache_peak_nbytes),
+                               "bounded_from_code": decoder.bounded_from_code}
+    rates = [s["used_mib_per_audio_s"] for s in steps if "used_mib_per_audio_s" in s
+             and not s["bounded"]]
+    summary["used_mib_per_audio_s"] = rates[-1] if rates else None
+    if codec.device.type == "cuda":
+        summary["cuda_peak_allocated_mib"] = _mib(torch.cuda.max_memory_allocated(codec.device))
+    return summary
 
 
 def _format(result: dict[str, Any]) -> str:
@@ -191,6 +237,13 @@ def _format(result: dict[str, Any]) -> str:
         lines.append(f"{title}: first chunk {stream['first_chunk_ms']} ms, finish "
                      f"{stream['finish_ms']} ms; each chunk is "
                      f"{stream['audio_s_per_chunk']:.2f} s of audio")
-        lines.append("  chunk  ms       cache MiB")
-        lines += [f"  {s['chunk']:>5}  {s['ms']:>7}  {s['cache_mib']:>9}" for s in stream["chunks"]]
+        if stream["cache_peak_mib"]:
+            cuda = (f", CUDA peak allocated {stream['cuda_peak_allocated_mib']} MiB"
+                    if "cuda_peak_allocated_mib" in stream else "")
+            lines.append(f"  flow state: {stream['used_mib_per_audio_s']} MiB per second of "
+                         f"voice + reply, peak {stream['cache_peak_mib']} MiB allocated{cuda}; "
+                         f"bounded from reply code {stream['bounded_from_code']}")
+        lines.append("  chunk  ms       cache MiB  used MiB  bounded")
+        lines += [f"  {s['chunk']:>5}  {s['ms']:>7}  {s['cache_mib']:>9}  {s['used_mib']:>8}"
+                  f"  {'yes' if s['bounded'] else ''}" for s in stream["chunks"]]
     return "\n".join(lines)
