@@ -190,26 +190,28 @@ def _reset_peak(codec: MossSpeechCodec) -> None:
 
 
 def _flow_state(codec: MossSpeechCodec, decoder: Any) -> dict[str, Any]:
-    """Flow state after a step: allocated (voice prefix counted once), used, and the used
-    bytes per second of voice prompt + reply audio so far (12.5 codes per second)."""
+    """Flow state after a step: allocated (voice prefix counted once) and used MiB, and the
+    voice prompt + reply codes it covers."""
     stream = decoder.flow_stream
     if stream is None:
         return {"cache_mib": 0.0, "used_mib": 0.0, "bounded": False}
-    used = stream.cache_used_nbytes()
-    return {"cache_mib": _mib(codec.cache_nbytes(decoder)), "used_mib": _mib(used),
-            "used_mib_per_audio_s": _mib(used / (stream.tokens_done / 12.5)),
+    return {"cache_mib": _mib(codec.cache_nbytes(decoder)),
+            "used_mib": _mib(stream.cache_used_nbytes()), "codes": stream.tokens_done,
             "bounded": stream.bounded}
 
 
 def _flow_summary(codec: MossSpeechCodec, decoder: Any,
                   steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Peak allocated MiB, used MiB per second of voice prompt + reply (at the last step
+    before any bound; 12.5 codes per second), and where the budget was reached."""
     import torch
 
-    summary: dict[str, Any] = {"cache_peak_mib": _mib(decoder.cache_peak_nbytes),
-                               "bounded_from_code": decoder.bounded_from_code}
-    rates = [s["used_mib_per_audio_s"] for s in steps if "used_mib_per_audio_s" in s
-             and not s["bounded"]]
-    summary["used_mib_per_audio_s"] = rates[-1] if rates else None
+    stats = decoder.flow_stats
+    unbounded = [s for s in steps if not s["bounded"] and s.get("codes")]
+    summary: dict[str, Any] = {
+        "cache_peak_mib": _mib(stats.peak_nbytes), "bounded_from_code": stats.bounded_from_code,
+        "used_mib_per_audio_s": round(unbounded[-1]["used_mib"] * 12.5 / unbounded[-1]["codes"],
+                                      1) if unbounded else None}
     if codec.device.type == "cuda":
         summary["cuda_peak_allocated_mib"] = _mib(torch.cuda.max_memory_allocated(codec.device))
     return summary

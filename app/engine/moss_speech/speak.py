@@ -25,7 +25,7 @@ import numpy as np
 from app.engine.base import EngineEvent, ReplyAudio, ReplyText, StageTimed
 from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning
 from app.engine.moss_speech.codec.codec import OUTPUT_SAMPLE_RATE_HZ
-from app.engine.moss_speech.codec.streaming import StreamDecoder
+from app.engine.moss_speech.codec.streaming import FlowStats, StreamDecoder
 from app.engine.moss_speech.generate import GenerationSession
 from app.engine.moss_speech.reply import ReplyStream
 from app.engine.moss_speech.sampling import Sampling
@@ -62,8 +62,7 @@ class ReplyRecord:
     text: str = ""
     rows: int = 0
     finished: bool = False  # ran to its end (not cancelled)
-    flow_cache_bytes: int = 0  # codec streaming state allocated (voice prefix included)
-    flow_bounded_from_code: int | None = None  # where the flow cache reached its budget
+    flow: FlowStats | None = None  # the codec's cached flow state (spoken replies)
 
     def heard_pcm(self, heard_samples: int) -> np.ndarray:
         audio = np.concatenate(self.pcm) if self.pcm else np.zeros(0, np.float32)
@@ -117,8 +116,7 @@ def speak(session: GenerationSession, codec: MossSpeechCodec, voice: VoiceCondit
             yield from _audio(stages, record, turn_id, pcm)
         record.finished = True
     finally:
-        record.flow_cache_bytes = decoder.cache_peak_nbytes
-        record.flow_bounded_from_code = decoder.bounded_from_code
+        record.flow = decoder.flow_stats
         decoder.close()
 
 

@@ -20,6 +20,7 @@ cost grows with the reply); ``final="causal"`` ends with one more chunk-causal s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -35,6 +36,21 @@ MIN_FIRST_HOP = 3  # codes: 1920·hop samples must exceed the 3840 held back for
 
 FirstHop = Literal["aligned", "aggressive"]
 FinalPass = Literal["reference", "causal"]
+CODES_PER_SECOND = 12.5
+
+
+@dataclass
+class FlowStats:
+    """The cached flow state of one reply (kept after the decoder closes)."""
+
+    peak_nbytes: int = 0  # allocated, at most (a borrowed voice prefix included)
+    used_nbytes: int = 0  # keys/values of the positions held, after the last step
+    codes: int = 0  # voice prompt + reply codes whose mel was produced
+    bounded_from_code: int | None = None  # the reply code where the budget was reached
+
+    def used_nbytes_per_second(self) -> float | None:
+        """Bytes held per second of voice prompt + reply audio (until the budget is reached)."""
+        return self.used_nbytes * CODES_PER_SECOND / self.codes if self.codes else None
 
 
 class StreamDecoder:
@@ -62,8 +78,7 @@ class StreamDecoder:
         self.steps = 0
         self.samples_out = 0
         self.finished = False
-        self.cache_peak_nbytes = 0  # flow state allocated, at most (voice prefix included)
-        self.bounded_from_code: int | None = None  # reply code where the budget was reached
+        self.flow_stats = FlowStats()
         self._flow_stream: FlowStream | None = None
         if flow_cache:
             self._flow_stream = FlowStream(
@@ -97,13 +112,13 @@ class StreamDecoder:
         return self._flow_stream.cache_nbytes() if self._flow_stream is not None else 0
 
     def _note_flow_state(self) -> None:
-        """Keep the flow-state figures (they outlive ``finish``)."""
-        stream = self._flow_stream
+        stream, stats = self._flow_stream, self.flow_stats
         if stream is None:
             return
-        self.cache_peak_nbytes = max(self.cache_peak_nbytes, stream.cache_nbytes())
-        if stream.frozen_tokens is not None and self.bounded_from_code is None:
-            self.bounded_from_code = max(0, stream.frozen_tokens - len(self.voice.prompt_codes))
+        stats.peak_nbytes = max(stats.peak_nbytes, stream.cache_nbytes())
+        stats.used_nbytes, stats.codes = stream.cache_used_nbytes(), stream.tokens_done
+        if stream.frozen_tokens is not None and stats.bounded_from_code is None:
+            stats.bounded_from_code = max(0, stream.frozen_tokens - len(self.voice.prompt_codes))
 
     def next_hop(self) -> int:
         """Codes the next step will turn into audio."""
