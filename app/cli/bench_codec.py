@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run each measurement N times and keep the fastest (busy machines)")
+    parser.add_argument("--stream-only", action="store_true",
+                        help="time only the streaming decode (skip encode and offline decode)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -58,16 +60,17 @@ def run(args: argparse.Namespace) -> int:
                               "chunk": args.chunk, "steps": args.steps,
                               "threads": torch.get_num_threads(), "machine": platform.node()}
     result["repeat"] = args.repeat
-    result.update(_best(_time_encode(codec, args) for _ in range(args.repeat)))
     voice = _voice(codec, args.voice_seconds)
-    result["voice_ms"] = min(_timed(codec, lambda: _voice(codec, args.voice_seconds))[1]
-                             for _ in range(args.repeat))
     result["voice_codes"] = len(voice.prompt_codes)
     n_codes = args.chunks * args.chunk + args.chunk + 3
     codes = torch.randint(0, 16384, (n_codes,), generator=torch.Generator().manual_seed(1))
-    result["offline_decode_ms"] = min(_timed(codec, lambda: codec.decode(
-        codes, voice, n_timesteps=args.steps))[1] for _ in range(args.repeat))
-    result["offline_codes"] = n_codes
+    if not args.stream_only:
+        result.update(_best(_time_encode(codec, args) for _ in range(args.repeat)))
+        result["voice_ms"] = min(_timed(codec, lambda: _voice(codec, args.voice_seconds))[1]
+                                 for _ in range(args.repeat))
+        result["offline_decode_ms"] = min(_timed(codec, lambda: codec.decode(
+            codes, voice, n_timesteps=args.steps))[1] for _ in range(args.repeat))
+        result["offline_codes"] = n_codes
     result["stream"] = _best(_time_stream(codec, voice, codes, args, flow_cache=True)
                              for _ in range(args.repeat))
     if args.reference:
@@ -220,14 +223,16 @@ def _flow_summary(codec: MossSpeechCodec, decoder: Any,
 def _format(result: dict[str, Any]) -> str:
     lines = [f"codec bench: size={result['size']} device={result['device']} "
              f"dtype={result['dtype']} chunk={result['chunk']} steps={result['steps']} "
-             f"threads={result['threads']} (best of {result['repeat']})",
-             f"encode: {result['encode_ms_per_audio_s']} ms per second of audio (whole); "
-             f"incremental 100 ms pushes: mean {result['encode_push_100ms_mean_ms']} ms, "
-             f"max {result['encode_push_100ms_max_ms']} ms, finish "
-             f"{result['encode_finish_ms']} ms",
-             f"voice prompt ({result['voice_codes']} codes): {result['voice_ms']} ms",
-             f"offline decode of {result['offline_codes']} codes: "
-             f"{result['offline_decode_ms']} ms"]
+             f"threads={result['threads']} (best of {result['repeat']}); voice prompt "
+             f"{result['voice_codes']} codes"]
+    if "voice_ms" in result:
+        lines += [f"encode: {result['encode_ms_per_audio_s']} ms per second of audio (whole); "
+                  f"incremental 100 ms pushes: mean {result['encode_push_100ms_mean_ms']} ms, "
+                  f"max {result['encode_push_100ms_max_ms']} ms, finish "
+                  f"{result['encode_finish_ms']} ms",
+                  f"voice prompt: {result['voice_ms']} ms",
+                  f"offline decode of {result['offline_codes']} codes: "
+                  f"{result['offline_decode_ms']} ms"]
     for key, title in (("stream", "streaming (cached flow)"),
                        ("stream_reference", "streaming (reference: whole-prefix recompute)")):
         if key not in result:
