@@ -158,7 +158,7 @@ def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.
     reuse = args.reuse_voice_prefix and flow_cache
     budget = (None if args.flow_cache_budget_mib is None
               else int(args.flow_cache_budget_mib * 2 ** 20))
-    bounds = {"flow_cache_budget_bytes": budget, "max_codes": len(codes)}
+    bounds: dict[str, Any] = {"flow_cache_budget_bytes": budget, "max_codes": len(codes)}
     result: dict[str, Any] = {}
     if reuse:  # the first reply with a voice builds its prefix state; later replies reuse it
         codec.clear_caches()
@@ -240,7 +240,8 @@ def _format(result: dict[str, Any]) -> str:
         stream = result[key]
         if "voice_prefix_ms" in stream:
             lines.append(f"voice prefix state: built once in {stream['voice_prefix_ms']} ms, "
-                         f"holds {stream['voice_prefix_mib']} MiB while the voice is in use")
+                         f"holds {stream['voice_prefix_mib']} MiB while the voice is in use "
+                         "(buffers sized for a whole reply, which fills them)")
         lines.append(f"{title}: first chunk {stream['first_chunk_ms']} ms, finish "
                      f"{stream['finish_ms']} ms; each chunk is "
                      f"{stream['audio_s_per_chunk']:.2f} s of audio")

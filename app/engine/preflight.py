@@ -139,6 +139,7 @@ class FlowDims:
     encoder_width: int = 512
     token_mel_ratio: int = 4
     element_bytes: int = 4
+    longest_codes: int = 3750  # the fixed noise buffer: 300 s of mel (prompt + reply)
 
     def estimator_bytes_per_code(self) -> int:
         """Keys and values of every estimator attention block, per Euler step and branch."""
@@ -157,7 +158,8 @@ def flow_cache_bytes(budget_mib: int, max_new_rows: int,
     """The most memory the codec's streaming state takes: the estimator state of the voice
     prompt and the longest reply, cut at the budget (0: no budget), plus the encoder state."""
     dims = dims or FlowDims()
-    codes = math.ceil(voice_seconds * CODES_PER_SECOND) + 1 + int(max_new_rows)
+    codes = min(math.ceil(voice_seconds * CODES_PER_SECOND) + 1 + int(max_new_rows),
+                dims.longest_codes)
     per_code = dims.estimator_bytes_per_code()
     kept = codes if budget_mib <= 0 else min(codes, budget_mib * MIB // per_code)
     return kept * per_code + codes * dims.encoder_bytes_per_code()

@@ -156,3 +156,4 @@ def test_flow_cache_bytes_for_settings_reads_the_voice_length(tmp_path: Path) ->
     longer = with_voice.with_value("sampling.max_new_rows", 1000)
     assert flow_cache_bytes_for(longer) > flow_cache_bytes_for(with_voice)
     assert flow_cache_bytes_for(Settings()) == default_flow_cache_bytes()
+    assert flow_cache_bytes(0, 8192) == flow_cache_bytes(0, 4000)  # the flow's 300 s limit

@@ -57,7 +57,7 @@ from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.speak import ReplyRecord, StreamPolicy, speak, write
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS, Transcriber
 from app.engine.moss_speech.user_audio import UserAudio, encode_whole
-from app.engine.preflight import MIB, WORKING_MARGIN_BYTES, flow_cache_bytes_for, gib
+from app.engine.preflight import WORKING_MARGIN_BYTES, flow_cache_bytes_for, gib
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class MossSpeechEngine(Engine):
         engine = settings.engine
         voice = self._voice
         old_policy: StreamPolicy | None = getattr(self, "policy", None)
-        policy = self._stream_policy(settings)
+        policy = StreamPolicy.from_settings(settings, self.reuse_voice_prefix)
         # the voice state is per chunk size and memory bound
         voice_changed = engine.voice_prompt != self._voice_path or (
             old_policy is not None and old_policy != policy)
@@ -156,13 +156,6 @@ class MossSpeechEngine(Engine):
         dev.set_deterministic(self.device, self.seed is not None)
         if voice_changed:
             self.prepare_voice()
-
-    def _stream_policy(self, settings: Settings) -> StreamPolicy:
-        budget_mib = settings.streaming.flow_cache_budget_mib
-        return StreamPolicy(settings.streaming.chunk_codes, settings.streaming.first_hop,
-                            "causal", self.reuse_voice_prefix,
-                            flow_cache_budget_bytes=budget_mib * MIB if budget_mib else None,
-                            max_codes=settings.sampling.max_new_rows)
 
     def _check_flow_cache_growth(self, settings: Settings) -> None:
         """Refuse a flow-cache budget (or longest reply) whose extra memory the GPU does not

@@ -30,6 +30,8 @@ from app.engine.moss_speech.generate import GenerationSession
 from app.engine.moss_speech.reply import ReplyStream
 from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.tokenizer import MossTokenizer
+from app.engine.preflight import MIB
+from app.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,14 @@ class StreamPolicy:
     reuse_voice_prefix: bool = True
     flow_cache_budget_bytes: int | None = None  # None: no bound
     max_codes: int | None = None  # the longest reply (sampling.max_new_rows)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, reuse_voice_prefix: bool) -> StreamPolicy:
+        """The engine's policy: the chunk-causal final step, the flow-cache budget (0: none)."""
+        budget_mib = settings.streaming.flow_cache_budget_mib
+        return cls(settings.streaming.chunk_codes, settings.streaming.first_hop, "causal",
+                   reuse_voice_prefix, budget_mib * MIB if budget_mib else None,
+                   settings.sampling.max_new_rows)
 
     def open(self, codec: MossSpeechCodec, voice: VoiceConditioning,
              seed: int = 0) -> StreamDecoder:

@@ -32,6 +32,7 @@ import weakref
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from app.engine.moss_speech.codec.config import FlowConfig
 from app.engine.moss_speech.codec.flow import Flow, check_codes
@@ -66,7 +67,8 @@ class StreamCapacity:
     @classmethod
     def plan(cls, flow: Flow, n_prompt: int, n_timesteps: int, budget_bytes: int | None,
              max_codes: int | None) -> StreamCapacity:
-        limit = None if max_codes is None else n_prompt + max_codes
+        longest = flow.config.noise_frames // flow.config.token_mel_ratio  # the flow's limit
+        limit = None if max_codes is None else min(n_prompt + max_codes, longest)
         estimator = limit
         if budget_bytes is not None:
             per_token = estimator_bytes_per_token(flow.config, n_timesteps,
@@ -114,12 +116,10 @@ class FlowStream:
         tokens, estimator_tokens = self.capacity.tokens, self.capacity.estimator_tokens
         encoder_cache: StepCache = {}
         if tokens is not None:
-            for layer in encoder.encoders:
-                encoder_cache[layer.self_attn.cache_key] = KVCache(tokens)
-            for layer in encoder.up_encoders:
-                encoder_cache[layer.self_attn.cache_key] = KVCache(tokens * stride)
-        attention = [m.cache_key for m in self.flow.decoder.estimator.modules()
-                     if isinstance(m, KVAttention)]
+            for blocks, positions in ((encoder.encoders, tokens),
+                                      (encoder.up_encoders, tokens * stride)):
+                encoder_cache.update({key: KVCache(positions) for key in _attention(blocks)})
+        attention = _attention(self.flow.decoder.estimator)
         estimator_caches: list[StepCache] = []
         for _ in range(self.n_timesteps):
             estimator_caches.append({} if estimator_tokens is None else {
@@ -252,3 +252,8 @@ class FlowStream:
             return None
         stream._run(stream.prompt_codes, last, finalize=False)
         return stream
+
+
+def _attention(module: nn.Module) -> list[str]:
+    """Cache keys of the attention layers under ``module``."""
+    return [m.cache_key for m in module.modules() if isinstance(m, KVAttention)]

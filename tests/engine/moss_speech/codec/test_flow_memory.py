@@ -63,6 +63,7 @@ def test_the_published_flow_keeps_4_4_mib_per_mel_frame_and_preflight_agrees() -
     assert per_code * 12.5 / 2**20 == pytest.approx(218.75)
     assert FlowDims().estimator_bytes_per_code() == per_code
     assert FlowDims().encoder_bytes_per_code() == encoder_bytes_per_token(flow, 4)
+    assert FlowDims().longest_codes == flow.noise_frames // flow.token_mel_ratio
     assert estimator_bytes_per_token(flow, 10, 2) == per_code // 2  # bf16 halves it
 
 
@@ -260,3 +261,6 @@ def test_capacity_plan(codec: MossSpeechCodec) -> None:
     assert StreamCapacity.plan(flow, 30, FAST_STEPS, 10**12, 50) == StreamCapacity(80, 80)
     assert StreamCapacity.plan(flow, 30, FAST_STEPS, 40 * per_token, None) == (
         StreamCapacity(None, 40))
+    longest = codec.flow(5).config.noise_frames // 4  # 300 s: the flow refuses more anyway
+    assert StreamCapacity.plan(flow, 30, FAST_STEPS, None, 10**6) == (
+        StreamCapacity(longest, longest))
