@@ -4,7 +4,9 @@ per-chunk streaming decode ms versus chunk index (random weights, tiny or full s
 ``--size full`` builds the published widths in memory (Whisper-VQ 16×1280, flow 512/256, HiFT
 512; about 2.4 GB in float32) with random weights; the CAM++ model is the tiny stand-in either
 way. ``--reference`` also times the reference protocol, which recomputes the flow over the
-whole code prefix at every chunk.
+whole code prefix at every chunk. The cached stream reports its flow state per chunk (allocated
+and used MiB; buffers are allocated once for the reply's codes) and, with
+``--flow-cache-budget-mib``, the chunk from which it runs bounded.
 """
 
 from __future__ import annotations
@@ -38,9 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the voice prompt's flow state between replies")
     parser.add_argument("--reference", action="store_true",
                         help="also time the whole-prefix recompute of the reference protocol")
+    parser.add_argument("--flow-cache-budget-mib", type=float, default=None,
+                        help="bound the cached flow state (MiB); default: no bound")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run each measurement N times and keep the fastest (busy machines)")
+    parser.add_argument("--stream-only", action="store_true",
+                        help="time only the streaming decode (skip encode and offline decode)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -54,16 +60,17 @@ def run(args: argparse.Namespace) -> int:
                               "chunk": args.chunk, "steps": args.steps,
                               "threads": torch.get_num_threads(), "machine": platform.node()}
     result["repeat"] = args.repeat
-    result.update(_best(_time_encode(codec, args) for _ in range(args.repeat)))
     voice = _voice(codec, args.voice_seconds)
-    result["voice_ms"] = min(_timed(codec, lambda: _voice(codec, args.voice_seconds))[1]
-                             for _ in range(args.repeat))
     result["voice_codes"] = len(voice.prompt_codes)
     n_codes = args.chunks * args.chunk + args.chunk + 3
     codes = torch.randint(0, 16384, (n_codes,), generator=torch.Generator().manual_seed(1))
-    result["offline_decode_ms"] = min(_timed(codec, lambda: codec.decode(
-        codes, voice, n_timesteps=args.steps))[1] for _ in range(args.repeat))
-    result["offline_codes"] = n_codes
+    if not args.stream_only:
+        result.update(_best(_time_encode(codec, args) for _ in range(args.repeat)))
+        result["voice_ms"] = min(_timed(codec, lambda: _voice(codec, args.voice_seconds))[1]
+                                 for _ in range(args.repeat))
+        result["offline_decode_ms"] = min(_timed(codec, lambda: codec.decode(
+            codes, voice, n_timesteps=args.steps))[1] for _ in range(args.repeat))
+        result["offline_codes"] = n_codes
     result["stream"] = _best(_time_stream(codec, voice, codes, args, flow_cache=True)
                              for _ in range(args.repeat))
     if args.reference:
@@ -149,37 +156,83 @@ def _time_encode(codec: MossSpeechCodec, args: argparse.Namespace) -> dict[str, 
 def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.Tensor,
                  args: argparse.Namespace, flow_cache: bool) -> dict[str, Any]:
     reuse = args.reuse_voice_prefix and flow_cache
+    budget = (None if args.flow_cache_budget_mib is None
+              else int(args.flow_cache_budget_mib * 2 ** 20))
+    bounds: dict[str, Any] = {"flow_cache_budget_bytes": budget, "max_codes": len(codes)}
     result: dict[str, Any] = {}
     if reuse:  # the first reply with a voice builds its prefix state; later replies reuse it
         codec.clear_caches()
         _, result["voice_prefix_ms"] = _timed(codec, lambda: codec.stream_decoder(
-            voice, args.chunk, reuse_voice_prefix=True, n_timesteps=args.steps).close())
-        result["voice_prefix_mib"] = round(codec.cache_nbytes() / 2 ** 20, 1)
+            voice, args.chunk, reuse_voice_prefix=True, n_timesteps=args.steps,
+            **bounds).close())
+        result["voice_prefix_mib"] = _mib(codec.cache_nbytes())
+    _reset_peak(codec)
     decoder = codec.stream_decoder(voice, args.chunk, final=args.final, flow_cache=flow_cache,
-                                   reuse_voice_prefix=reuse, n_timesteps=args.steps)
+                                   reuse_voice_prefix=reuse, n_timesteps=args.steps, **bounds)
     steps: list[dict[str, Any]] = []
     for index in range(len(codes)):
         before = decoder.steps
         _, ms = _timed(codec, partial(decoder.push, codes[index:index + 1]))
         if decoder.steps > before:
-            steps.append({"chunk": len(steps), "ms": ms,
-                          "cache_mib": round(decoder.cache_nbytes() / 2 ** 20, 1)})
+            steps.append({"chunk": len(steps), "ms": ms, **_flow_state(codec, decoder)})
     _, finish_ms = _timed(codec, decoder.finish)
     return {**result, "first_chunk_ms": steps[0]["ms"] if steps else None, "chunks": steps,
-            "finish_ms": finish_ms, "audio_s_per_chunk": args.chunk * 0.08}
+            "finish_ms": finish_ms, "audio_s_per_chunk": args.chunk * 0.08,
+            **_flow_summary(codec, decoder, steps)}
+
+
+def _mib(n_bytes: float) -> float:
+    return round(n_bytes / 2 ** 20, 1)
+
+
+def _reset_peak(codec: MossSpeechCodec) -> None:
+    import torch
+
+    if codec.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(codec.device)
+
+
+def _flow_state(codec: MossSpeechCodec, decoder: Any) -> dict[str, Any]:
+    """Flow state after a step: allocated (voice prefix counted once) and used MiB, and the
+    voice prompt + reply codes it covers."""
+    stream = decoder.flow_stream
+    if stream is None:
+        return {"cache_mib": 0.0, "used_mib": 0.0, "bounded": False}
+    return {"cache_mib": _mib(codec.cache_nbytes(decoder)),
+            "used_mib": _mib(stream.cache_used_nbytes()), "codes": stream.tokens_done,
+            "bounded": stream.bounded}
+
+
+def _flow_summary(codec: MossSpeechCodec, decoder: Any,
+                  steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Peak allocated MiB, used MiB per second of voice prompt + reply (at the last step
+    before any bound; 12.5 codes per second), and where the budget was reached."""
+    import torch
+
+    stats = decoder.flow_stats
+    unbounded = [s for s in steps if not s["bounded"] and s.get("codes")]
+    summary: dict[str, Any] = {
+        "cache_peak_mib": _mib(stats.peak_nbytes), "bounded_from_code": stats.bounded_from_code,
+        "used_mib_per_audio_s": round(unbounded[-1]["used_mib"] * 12.5 / unbounded[-1]["codes"],
+                                      1) if unbounded else None}
+    if codec.device.type == "cuda":
+        summary["cuda_peak_allocated_mib"] = _mib(torch.cuda.max_memory_allocated(codec.device))
+    return summary
 
 
 def _format(result: dict[str, Any]) -> str:
     lines = [f"codec bench: size={result['size']} device={result['device']} "
              f"dtype={result['dtype']} chunk={result['chunk']} steps={result['steps']} "
-             f"threads={result['threads']} (best of {result['repeat']})",
-             f"encode: {result['encode_ms_per_audio_s']} ms per second of audio (whole); "
-             f"incremental 100 ms pushes: mean {result['encode_push_100ms_mean_ms']} ms, "
-             f"max {result['encode_push_100ms_max_ms']} ms, finish "
-             f"{result['encode_finish_ms']} ms",
-             f"voice prompt ({result['voice_codes']} codes): {result['voice_ms']} ms",
-             f"offline decode of {result['offline_codes']} codes: "
-             f"{result['offline_decode_ms']} ms"]
+             f"threads={result['threads']} (best of {result['repeat']}); voice prompt "
+             f"{result['voice_codes']} codes"]
+    if "voice_ms" in result:
+        lines += [f"encode: {result['encode_ms_per_audio_s']} ms per second of audio (whole); "
+                  f"incremental 100 ms pushes: mean {result['encode_push_100ms_mean_ms']} ms, "
+                  f"max {result['encode_push_100ms_max_ms']} ms, finish "
+                  f"{result['encode_finish_ms']} ms",
+                  f"voice prompt: {result['voice_ms']} ms",
+                  f"offline decode of {result['offline_codes']} codes: "
+                  f"{result['offline_decode_ms']} ms"]
     for key, title in (("stream", "streaming (cached flow)"),
                        ("stream_reference", "streaming (reference: whole-prefix recompute)")):
         if key not in result:
@@ -187,10 +240,18 @@ def _format(result: dict[str, Any]) -> str:
         stream = result[key]
         if "voice_prefix_ms" in stream:
             lines.append(f"voice prefix state: built once in {stream['voice_prefix_ms']} ms, "
-                         f"holds {stream['voice_prefix_mib']} MiB while the voice is in use")
+                         f"holds {stream['voice_prefix_mib']} MiB while the voice is in use "
+                         "(buffers sized for a whole reply, which fills them)")
         lines.append(f"{title}: first chunk {stream['first_chunk_ms']} ms, finish "
                      f"{stream['finish_ms']} ms; each chunk is "
                      f"{stream['audio_s_per_chunk']:.2f} s of audio")
-        lines.append("  chunk  ms       cache MiB")
-        lines += [f"  {s['chunk']:>5}  {s['ms']:>7}  {s['cache_mib']:>9}" for s in stream["chunks"]]
+        if stream["cache_peak_mib"]:
+            cuda = (f", CUDA peak allocated {stream['cuda_peak_allocated_mib']} MiB"
+                    if "cuda_peak_allocated_mib" in stream else "")
+            lines.append(f"  flow state: {stream['used_mib_per_audio_s']} MiB per second of "
+                         f"voice + reply, peak {stream['cache_peak_mib']} MiB allocated{cuda}; "
+                         f"bounded from reply code {stream['bounded_from_code']}")
+        lines.append("  chunk  ms       cache MiB  used MiB  bounded")
+        lines += [f"  {s['chunk']:>5}  {s['ms']:>7}  {s['cache_mib']:>9}  {s['used_mib']:>8}"
+                  f"  {'yes' if s['bounded'] else ''}" for s in stream["chunks"]]
     return "\n".join(lines)

@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the codec stream's last step (the engine uses causal)")
     parser.add_argument("--no-voice-prefix", dest="voice_prefix", action="store_false",
                         help="recompute the voice prompt's flow state for every reply")
+    parser.add_argument("--flow-cache-budget-mib", type=int, default=1024,
+                        help="the codec's flow-cache budget (settings.streaming; 0 = no bound)")
     parser.add_argument("--barge-in-every", type=int, default=2,
                         help="cancel every n-th reply at a random moment (0 = never)")
     add_decode_path_arguments(parser)
@@ -71,13 +73,16 @@ def run(args: argparse.Namespace) -> int:
                            max_new_rows=args.max_new_rows, chunk_codes=args.chunk,
                            first_hop=args.first_hop, barge_in_every=args.barge_in_every,
                            decode_path=args.decode_path, final=args.final,
-                           voice_prefix=args.voice_prefix)
+                           voice_prefix=args.voice_prefix,
+                           flow_cache_budget_mib=args.flow_cache_budget_mib)
     result = run_bench(options)
     if "refused" in result:
         print(f"bench engine-e2e: refused: {result['refused']}")
         return 3
     result.update(threads=torch.get_num_threads(), date=time.strftime("%Y-%m-%d"),
                   peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    if torch.device(args.device).type == "cuda":
+        result["cuda_peak_allocated_mib"] = round(torch.cuda.max_memory_allocated() / 2**20)
     print(json.dumps(result) if args.json else _format(result))
     return 0
 
@@ -95,11 +100,17 @@ def _format(result: dict[str, Any]) -> str:
         lines.append(f"turn {t['turn']}: TTFA {t['ttfa_ms']} ms ({stages}); reply "
                      f"{t['reply_audio_s']} s, RTF {t['rtf']}; cancel {t['cancel_ms']} ms; "
                      f"feed {t['feed_ms_per_s']} ms per s of speech; prefix reused "
-                     f"{t['prefill_reused_rows']} rows")
+                     f"{t['prefill_reused_rows']} rows; flow cache {t.get('flow_cache_mib')} MiB "
+                     f"({t.get('flow_used_mib_per_s')} MiB/s used, bounded from code "
+                     f"{t.get('flow_bounded_from_code')})")
     s = result["summary"]
     lines.append(f"median TTFA {s['ttfa_ms_median']} ms (after turn 1: "
                  f"{s['ttfa_ms_median_after_turn_1']} ms), median RTF {s['rtf_median']}, "
                  f"barge-in cancel median {s['cancel_ms_median']} ms / max {s['cancel_ms_max']} "
                  f"ms; transcript pass {result['transcript_pass_ms']} ms; peak RSS "
                  f"{result['peak_rss_mib']} MiB")
+    cuda = result.get("cuda_peak_allocated_mib")
+    lines.append(f"flow cache (budget {result['flow_cache_budget_mib']} MiB): peak "
+                 f"{s['flow_cache_mib_max']} MiB, {s['flow_used_mib_per_s_median']} MiB per second "
+                 f"of voice + reply" + (f"; CUDA peak allocated {cuda} MiB" if cuda else ""))
     return "\n".join(lines)

@@ -4,10 +4,13 @@ Torch-free arithmetic over the config dimensions (so the model manager, the sett
 the engine share one estimate); only :func:`query_gpu_memory` imports torch, lazily, and the UI
 calls it off the GUI thread. The estimate is
 
-    AR weights (by precision) + codec (fp32) + KV cache (context rows) + working margin
+    AR weights (by precision) + codec (fp32) + KV cache (context rows) + flow cache + margin
 
 with the numbers of moss_speech_contract.md §1.1 (≈9.10 B parameters), §1.4 (160 KiB of bf16 KV
-per grid row) and §3.6/§5 (full codec ≈2.4 GiB allocated in fp32).
+per grid row) and §3.6/§5 (full codec ≈2.4 GiB allocated in fp32). The flow cache is the codec's
+streaming state (codec/flow_stream.py): ~17.6 MiB per code of voice prompt + reply in fp32, up
+to ``[streaming] flow_cache_budget_mib`` (the voice prompt's reused state lives inside it), or,
+with no budget, for the whole voice prompt and the longest reply.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.settings import Settings
+
 GIB = 1 << 30
+MIB = 1 << 20
 
 # Weight-only quantisation policy the engine must match: the linear layers of the 40 decoder
 # layers are quantised; embeddings, norms and the two LM heads stay bf16 (the heads decide every
@@ -35,6 +41,9 @@ CODEC_FP32_BYTES = int(2.4 * GIB)  # contract §3.6: full codec ≈2.4 GiB alloc
 # CUDA context (~0.5 GiB), prefill activations and allocator slack. HF's bf16 reference peaks
 # 1.6 GiB above its loaded weights (contract §5); this is an estimate, not a measurement.
 WORKING_MARGIN_BYTES = int(1.5 * GIB)
+
+CODES_PER_SECOND = 12.5  # voice-prompt and reply codes (one per grid row)
+VOICE_SECONDS_ASSUMED = 20.0  # the longest recommended voice prompt, when its file is unknown
 
 # Preference order when recommending: best quality first. fp32 is never recommended: the
 # checkpoint is bf16, so fp32 only doubles memory.
@@ -115,6 +124,74 @@ def dims_from_folder(model_dir: Path | str | None) -> ModelDims:
         return ModelDims()
 
 
+@dataclass(frozen=True)
+class FlowDims:
+    """The flow decoder dimensions that decide its streaming state (defaults: the published
+    flow, contract §3.4, in the codec's float32). codec/flow_stream.py computes the same from
+    the loaded config; a test ties the two."""
+
+    estimator_attention_blocks: int = 56  # n_blocks · (2 + num_mid_blocks) = 4 · 14
+    estimator_attention_width: int = 512  # num_heads · attention_head_dim = 8 · 64
+    cfg_branches: int = 2  # conditional and unconditional, every Euler step
+    n_timesteps: int = 10
+    encoder_blocks: int = 6  # at the code rate
+    encoder_up_blocks: int = 4  # at the mel rate
+    encoder_width: int = 512
+    token_mel_ratio: int = 4
+    element_bytes: int = 4
+    longest_codes: int = 3750  # the fixed noise buffer: 300 s of mel (prompt + reply)
+
+    def estimator_bytes_per_code(self) -> int:
+        """Keys and values of every estimator attention block, per Euler step and branch."""
+        per_frame = (2 * self.estimator_attention_blocks * self.estimator_attention_width
+                     * self.cfg_branches * self.element_bytes)
+        return per_frame * self.n_timesteps * self.token_mel_ratio
+
+    def encoder_bytes_per_code(self) -> int:
+        positions = self.encoder_blocks + self.encoder_up_blocks * self.token_mel_ratio
+        return 2 * self.encoder_width * self.element_bytes * positions
+
+
+def flow_cache_bytes(budget_mib: int, max_new_rows: int,
+                     voice_seconds: float = VOICE_SECONDS_ASSUMED,
+                     dims: FlowDims | None = None) -> int:
+    """The most memory the codec's streaming state takes: the estimator state of the voice
+    prompt and the longest reply, cut at the budget (0: no budget), plus the encoder state."""
+    dims = dims or FlowDims()
+    codes = min(math.ceil(voice_seconds * CODES_PER_SECOND) + 1 + int(max_new_rows),
+                dims.longest_codes)
+    per_code = dims.estimator_bytes_per_code()
+    kept = codes if budget_mib <= 0 else min(codes, budget_mib * MIB // per_code)
+    return kept * per_code + codes * dims.encoder_bytes_per_code()
+
+
+def flow_cache_bytes_for(settings: Settings) -> int:
+    """``flow_cache_bytes`` for the settings (the voice prompt's length read from its file)."""
+    return flow_cache_bytes(settings.streaming.flow_cache_budget_mib,
+                            settings.sampling.max_new_rows,
+                            voice_seconds(settings.engine.voice_prompt))
+
+
+def voice_seconds(path: Path | str | None) -> float:
+    """Duration of a voice-prompt file from its header, or the assumed longest prompt."""
+    if path is None:
+        return VOICE_SECONDS_ASSUMED
+    try:
+        import soundfile
+
+        info = soundfile.info(str(path))
+        return info.frames / info.samplerate if info.samplerate else VOICE_SECONDS_ASSUMED
+    except Exception:  # missing or not audio: the engine says so when it loads the voice
+        return VOICE_SECONDS_ASSUMED
+
+
+def default_flow_cache_bytes() -> int:
+    """The flow cache under the default settings (budget, longest reply, assumed voice)."""
+    defaults = Settings()
+    return flow_cache_bytes(defaults.streaming.flow_cache_budget_mib,
+                            defaults.sampling.max_new_rows)
+
+
 def _linear_bytes(out_features: int, in_features: int, precision: str) -> int:
     if precision == "int8":
         return out_features * in_features + out_features * INT8_SCALE_BYTES_PER_ROW
@@ -138,11 +215,13 @@ class VramEstimate:
     weights_bytes: int
     codec_bytes: int
     kv_cache_bytes: int
+    flow_cache_bytes: int
     margin_bytes: int
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.codec_bytes + self.kv_cache_bytes + self.margin_bytes
+        return (self.weights_bytes + self.codec_bytes + self.kv_cache_bytes
+                + self.flow_cache_bytes + self.margin_bytes)
 
     def fits(self, free_bytes: int) -> bool:
         return self.total_bytes <= free_bytes
@@ -150,7 +229,8 @@ class VramEstimate:
     def breakdown(self) -> str:
         """One line a person can read, e.g. for a tooltip."""
         parts = (("weights", self.weights_bytes), ("codec", self.codec_bytes),
-                 ("KV cache", self.kv_cache_bytes), ("margin", self.margin_bytes))
+                 ("KV cache", self.kv_cache_bytes), ("flow cache", self.flow_cache_bytes),
+                 ("margin", self.margin_bytes))
         inner = " + ".join(f"{name} {gib(value)}" for name, value in parts)
         return f"{self.precision}: {gib(self.total_bytes)} = {inner}"
 
@@ -159,20 +239,25 @@ def gib(n_bytes: float) -> str:
     return f"{n_bytes / GIB:.1f} GiB"
 
 
-def estimate(precision: str, context_max_rows: int, dims: ModelDims | None = None) -> VramEstimate:
-    """GPU memory needed to run MOSS-Speech at ``precision`` with a context of that many rows."""
+def estimate(precision: str, context_max_rows: int, dims: ModelDims | None = None,
+             flow_cache_bytes: int | None = None) -> VramEstimate:
+    """GPU memory needed to run MOSS-Speech at ``precision`` with a context of that many rows
+    and ``flow_cache_bytes`` of codec streaming state (None: the default settings')."""
     dims = dims or ModelDims()
     return VramEstimate(
         precision=precision,
         weights_bytes=weight_bytes(dims, precision),
         codec_bytes=CODEC_FP32_BYTES,
         kv_cache_bytes=dims.kv_bytes_per_row(precision) * int(context_max_rows),
+        flow_cache_bytes=(default_flow_cache_bytes() if flow_cache_bytes is None
+                          else int(flow_cache_bytes)),
         margin_bytes=WORKING_MARGIN_BYTES,
     )
 
 
-def estimate_all(context_max_rows: int, dims: ModelDims | None = None) -> dict[str, VramEstimate]:
-    return {p: estimate(p, context_max_rows, dims) for p in PRECISIONS}
+def estimate_all(context_max_rows: int, dims: ModelDims | None = None,
+                 flow_cache_bytes: int | None = None) -> dict[str, VramEstimate]:
+    return {p: estimate(p, context_max_rows, dims, flow_cache_bytes) for p in PRECISIONS}
 
 
 @dataclass(frozen=True)
@@ -183,10 +268,10 @@ class Recommendation:
     message: str
 
 
-def recommend(free_bytes: int, context_max_rows: int,
-              dims: ModelDims | None = None) -> Recommendation:
+def recommend(free_bytes: int, context_max_rows: int, dims: ModelDims | None = None,
+              flow_cache_bytes: int | None = None) -> Recommendation:
     """The best precision (bf16, then int8, then int4) whose estimate fits in ``free_bytes``."""
-    estimates = estimate_all(context_max_rows, dims)
+    estimates = estimate_all(context_max_rows, dims, flow_cache_bytes)
     for precision in RECOMMENDATION_ORDER:
         needed = estimates[precision].total_bytes
         if needed <= free_bytes:
@@ -196,17 +281,18 @@ def recommend(free_bytes: int, context_max_rows: int,
     smallest = estimates[RECOMMENDATION_ORDER[-1]].total_bytes
     message = (f"Even int4 needs about {gib(smallest)}, but only {gib(free_bytes)} is free on the "
                "GPU. Close other programs that use the GPU, lower the context bound "
-               "(Engine → Context max rows), or run on the CPU (slow).")
+               "(Engine → Context max rows) or the flow cache budget (Streaming → Flow cache "
+               "budget), or run on the CPU (slow).")
     return Recommendation(None, free_bytes, estimates, message)
 
 
 def fit_problem(precision: str, free_bytes: int, context_max_rows: int,
-                dims: ModelDims | None = None) -> str | None:
+                dims: ModelDims | None = None, flow_cache_bytes: int | None = None) -> str | None:
     """None when ``precision`` fits; otherwise why not and which precision would (for refusals)."""
-    needed = estimate(precision, context_max_rows, dims).total_bytes
+    needed = estimate(precision, context_max_rows, dims, flow_cache_bytes).total_bytes
     if needed <= free_bytes:
         return None
-    advice = recommend(free_bytes, context_max_rows, dims)
+    advice = recommend(free_bytes, context_max_rows, dims, flow_cache_bytes)
     alternative = (f" Choose {advice.precision} instead (Settings → Engine → Precision)."
                    if advice.precision else " " + advice.message)
     return (f"{precision} needs about {gib(needed)} of GPU memory but only {gib(free_bytes)} is "

@@ -34,6 +34,7 @@ from app.engine.preflight import (
     GpuQuery,
     dims_from_folder,
     estimate_all,
+    flow_cache_bytes_for,
     gib,
     query_gpu_memory,
     recommend,
@@ -233,10 +234,11 @@ class ModelManagerDialog(QDialog):
 
     def fill_preflight(self) -> None:
         rows = self.settings.engine.context_max_rows
+        flow_bytes = flow_cache_bytes_for(self.settings)
         model = self.rows["model"]
         dims = dims_from_folder(model.path() if model.check and model.check.ok else None)
         best = self.gpu.best if self.gpu else None
-        for i, (precision, need) in enumerate(estimate_all(rows, dims).items()):
+        for i, (precision, need) in enumerate(estimate_all(rows, dims, flow_bytes).items()):
             verdict = "–" if best is None else ("fits" if need.fits(best.free_bytes) else
                                                 "does not fit")
             for column, text in enumerate((precision, gib(need.total_bytes), verdict)):
@@ -252,7 +254,7 @@ class ModelManagerDialog(QDialog):
             return
         self.gpu_label.setText(f"{best.name}: {gib(best.free_bytes)} free of "
                                f"{gib(best.total_bytes)} (context: {rows} rows).")
-        advice = recommend(best.free_bytes, rows, dims)
+        advice = recommend(best.free_bytes, rows, dims, flow_bytes)
         self.recommendation.setText(f"<b>Recommendation:</b> {advice.message}")
         if advice.precision:
             self.precision_combo.setCurrentText(advice.precision)

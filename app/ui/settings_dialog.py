@@ -27,7 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.preflight import GpuQuery, dims_from_folder, query_gpu_memory
+from app.engine.preflight import (
+    GpuQuery,
+    dims_from_folder,
+    flow_cache_bytes_for,
+    query_gpu_memory,
+)
 from app.events import AudioDevicesListed, InputLevelMeasured, ListAudioDevices, ToneTestFinished
 from app.settings import ENGINE_BUILD_KEYS, Settings, changed_keys
 from app.ui.acoustic_check import AcousticCheckPanel
@@ -272,7 +277,9 @@ class SettingsDialog(QDialog):
         model_dir = self.editors.get("engine.model_dir")
         if isinstance(precision, PrecisionEditor) and rows is not None:
             folder = model_dir.value() if model_dir is not None else None
-            precision.set_context(rows.value(), dims_from_folder(folder))
+            flow_bytes = (flow_cache_bytes_for(settings) if settings is not None
+                          else precision.flow_cache_bytes)
+            precision.set_context(rows.value(), dims_from_folder(folder), flow_bytes)
         return settings is not None
 
     # ---- applying ----------------------------------------------------------------------------

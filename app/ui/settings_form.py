@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 from app.settings import Settings
 
 HIDDEN_KEYS = {"schema_version"}  # bookkeeping, not a setting a person changes
-UNIT_SUFFIXES = {"ms": "ms", "s": "s", "hz": "Hz", "rows": "rows", "dbfs": "dBFS"}
+UNIT_SUFFIXES = {"ms": "ms", "s": "s", "hz": "Hz", "rows": "rows", "dbfs": "dBFS", "mib": "MiB"}
 INT_MAX = 2**31 - 1
 
 

@@ -72,6 +72,7 @@ class PrecisionEditor(ChoiceEditor):
         super().__init__(field, options, optional=False)
         self.context_rows = 4096
         self.dims = ModelDims()
+        self.flow_cache_bytes: int | None = None  # None: the default settings'
         self.gpu: GpuQuery | None = None
         self.note = QLabel("Checking the GPU…")
         self.note.setWordWrap(True)
@@ -88,9 +89,11 @@ class PrecisionEditor(ChoiceEditor):
         self.container = container
         self.refresh()
 
-    def set_context(self, context_rows: int, dims: ModelDims | None = None) -> None:
+    def set_context(self, context_rows: int, dims: ModelDims | None = None,
+                    flow_cache_bytes: int | None = None) -> None:
         self.context_rows = int(context_rows)
         self.dims = dims or self.dims
+        self.flow_cache_bytes = flow_cache_bytes
         self.refresh()
 
     def set_gpu(self, gpu: GpuQuery) -> None:
@@ -100,20 +103,22 @@ class PrecisionEditor(ChoiceEditor):
     def refresh(self) -> None:
         best = self.gpu.best if self.gpu else None
         for option in self.options:
-            need = estimate(option, self.context_rows, self.dims)
+            need = estimate(option, self.context_rows, self.dims, self.flow_cache_bytes)
             mark = ""
             if best is not None:
                 mark = "  ✓ fits" if need.fits(best.free_bytes) else "  ✗ too big"
             self.set_item_text(option, f"{option} — about {gib(need.total_bytes)}{mark}")
         self.combo.setToolTip(self.field.tooltip + "\n\nEstimated GPU memory:\n" + "\n".join(
-            estimate(o, self.context_rows, self.dims).breakdown() for o in self.options))
+            estimate(o, self.context_rows, self.dims, self.flow_cache_bytes).breakdown()
+            for o in self.options))
         if self.gpu is None:
             return
         if best is None:
             self.note.setText(f"No GPU found ({self.gpu.note}); the model would run on the CPU "
                               "(slow).")
             return
-        advice = recommend(best.free_bytes, self.context_rows, self.dims)
+        advice = recommend(best.free_bytes, self.context_rows, self.dims,
+                           self.flow_cache_bytes)
         self.note.setText(f"{best.name}: {gib(best.free_bytes)} free. Recommended: "
                           f"{advice.precision or 'none fits'}.")
         self.note.setToolTip(advice.message)

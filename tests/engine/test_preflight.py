@@ -9,13 +9,18 @@ from pathlib import Path
 from app.engine.folders import expected_lm_shapes
 from app.engine.preflight import (
     GIB,
+    FlowDims,
     ModelDims,
+    default_flow_cache_bytes,
     dims_from_folder,
     estimate,
     estimate_all,
     fit_problem,
+    flow_cache_bytes,
+    flow_cache_bytes_for,
     query_gpu_memory,
     recommend,
+    voice_seconds,
     weight_bytes,
 )
 
@@ -99,3 +104,56 @@ def test_preflight_and_model_store_do_not_load_torch_or_qt() -> None:
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, timeout=120).stdout.split()
     assert "torch" not in loaded and "PySide6" not in loaded
+
+
+def test_the_flow_cache_is_counted_up_to_its_budget_in_every_precision() -> None:
+    per_code = FlowDims().estimator_bytes_per_code()
+    assert per_code / 4 == 4.375 * 2**20  # 4.4 MiB per mel frame in float32
+    budgeted = flow_cache_bytes(1024, 500, voice_seconds=3.0)
+    unbounded = flow_cache_bytes(0, 500, voice_seconds=3.0)
+    codes = math.ceil(3.0 * 12.5) + 1 + 500
+    assert unbounded == codes * (per_code + FlowDims().encoder_bytes_per_code())
+    assert 9 * GIB < unbounded < 10 * GIB  # a 40 s reply after a 3 s voice, nothing bounded
+    assert 1.0 * GIB < budgeted < 1.1 * GIB  # the budget + the encoder's small share
+    assert flow_cache_bytes(0, 500, voice_seconds=20.0) > unbounded  # longer voice, more
+    more_codes = (math.ceil(20.0 * 12.5) + 1 + 500) - codes  # only the encoder's share grows
+    assert flow_cache_bytes(1024, 500, voice_seconds=20.0) - budgeted == (
+        more_codes * FlowDims().encoder_bytes_per_code())
+    assert flow_cache_bytes(10**6, 10) == flow_cache_bytes(0, 10)  # never above the worst case
+    for precision in ("bf16", "int8", "int4", "fp32"):
+        small = estimate(precision, 4096, flow_cache_bytes=budgeted)
+        big = estimate(precision, 4096, flow_cache_bytes=unbounded)
+        assert big.total_bytes - small.total_bytes == unbounded - budgeted
+        assert "flow cache" in big.breakdown()
+    assert estimate("bf16", 4096).flow_cache_bytes == default_flow_cache_bytes()
+
+
+def test_the_default_settings_fit_a_24_gb_gaming_gpu_and_an_unbounded_cache_does_not() -> None:
+    """An RTX 4090 has 23.99 GiB; the desktop and the CUDA context take a few hundred MiB."""
+    rows = 4096 + 1280  # context + the transcript pass's cache, as the engine checks
+    assert fit_problem("bf16", 23 * GIB, rows) is None
+    worst = flow_cache_bytes(0, 500, voice_seconds=3.0)  # a 40 s reply, no budget
+    problem = fit_problem("bf16", 23 * GIB, rows, flow_cache_bytes=worst)
+    assert problem is not None and "Choose int" in problem
+    advice = recommend(12 * GIB, rows, flow_cache_bytes=default_flow_cache_bytes())
+    assert advice.precision is None and "flow cache budget" in advice.message
+
+
+def test_flow_cache_bytes_for_settings_reads_the_voice_length(tmp_path: Path) -> None:
+    import numpy as np
+    import soundfile
+
+    from app.settings import Settings
+
+    voice = tmp_path / "voice.wav"
+    soundfile.write(voice, np.zeros(16000 * 4, np.float32), 16000)
+    settings = Settings().with_value("streaming.flow_cache_budget_mib", 0)
+    assert voice_seconds(voice) == 4.0
+    assert voice_seconds(tmp_path / "missing.wav") == voice_seconds(None) == 20.0
+    with_voice = settings.with_value("engine.voice_prompt", voice)
+    assert flow_cache_bytes_for(with_voice) == flow_cache_bytes(0, 500, voice_seconds=4.0)
+    assert flow_cache_bytes_for(settings) == flow_cache_bytes(0, 500, voice_seconds=20.0)
+    longer = with_voice.with_value("sampling.max_new_rows", 1000)
+    assert flow_cache_bytes_for(longer) > flow_cache_bytes_for(with_voice)
+    assert flow_cache_bytes_for(Settings()) == default_flow_cache_bytes()
+    assert flow_cache_bytes(0, 8192) == flow_cache_bytes(0, 4000)  # the flow's 300 s limit

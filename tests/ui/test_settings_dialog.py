@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.engine.preflight import estimate
+from app.engine.preflight import estimate, flow_cache_bytes_for
 from app.events import (
     ApplySettings,
     AudioDevicesListed,
@@ -60,6 +60,7 @@ def test_every_setting_has_an_editor_with_its_description(qtbot: QtBot,
     labels = {f.key: f.label for fields in settings_fields().values() for f in fields}
     assert labels["vad.endpoint_silence_ms"] == "Endpoint silence (ms)"
     assert labels["engine.context_max_rows"] == "Context max (rows)"
+    assert labels["streaming.flow_cache_budget_mib"] == "Flow cache budget (MiB)"
     dialog.show_group("engine")
     dialog.grab().save(str(screenshot_dir / "settings_engine.png"))
     dialog.show_group("vad")
@@ -144,6 +145,22 @@ def test_precision_choices_show_vram_and_what_fits(qtbot: QtBot) -> None:
     assert "Recommended: int8" in editor.note.text()
     dialog.editors["engine.context_max_rows"].set_value(40960)  # the KV cache grows
     assert editor.combo.itemText(0) != texts[0]
+
+
+def test_precision_estimates_follow_the_flow_cache_budget(qtbot: QtBot) -> None:
+    """The labels count what the engine's preflight counts: with no budget, the voice decoder's
+    state for the longest reply (about 220 MiB per second)."""
+    dialog, _ = open_dialog(qtbot, gpu=fake_gpu(23.0))
+    editor = dialog.editors["engine.precision"]
+    assert isinstance(editor, PrecisionEditor)
+    qtbot.waitUntil(lambda: editor.gpu is not None)
+    assert "bf16 — about" in editor.combo.itemText(0) and "fits" in editor.combo.itemText(0)
+    dialog.editors["streaming.flow_cache_budget_mib"].set_value(0)
+    settings, _ = dialog.candidate()
+    assert settings is not None
+    need = estimate("bf16", 4096, flow_cache_bytes=flow_cache_bytes_for(settings))
+    assert editor.combo.itemText(0) == f"bf16 — about {need.total_bytes / 2**30:.1f} GiB  ✗ too big"
+    assert "flow cache" in editor.combo.toolTip()
 
 
 def test_voice_prompt_file_is_checked(qtbot: QtBot, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from app.engine.moss_speech.parts import EngineParts
 from app.engine.moss_speech.testing import tiny_tokenizer_json
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.weights import random_model
+from app.engine.preflight import fit_problem, flow_cache_bytes
 from app.settings import Settings
 
 FEED_SAMPLES = 320  # 20 ms pieces, like the voice loop
@@ -54,6 +55,7 @@ class BenchOptions:
     decode_path: str = "auto"  # auto, compile, graph, static or eager (decode_policy.py)
     final: str = "causal"  # the codec's last step: "causal" (the engine's choice) or "reference"
     voice_prefix: bool = True  # keep the voice prompt's flow state between replies
+    flow_cache_budget_mib: int = 1024  # settings.streaming (0 = no bound)
     seed: int = 0
 
 
@@ -91,7 +93,8 @@ def _settings(options: BenchOptions) -> Settings:
     data["engine"].update(kind="moss_speech", device=options.device, precision=options.precision)
     data["sampling"].update(max_new_rows=options.max_new_rows, min_new_rows=options.max_new_rows,
                             seed=options.seed)  # min = max: every reply has the same length
-    data["streaming"].update(chunk_codes=options.chunk_codes, first_hop=options.first_hop)
+    data["streaming"].update(chunk_codes=options.chunk_codes, first_hop=options.first_hop,
+                             flow_cache_budget_mib=options.flow_cache_budget_mib)
     data["transcript"]["text_branch"] = False  # measured separately (idle time)
     return Settings.model_validate(data)
 
@@ -144,12 +147,25 @@ def run_turn(engine: MossSpeechEngine, turn_id: int, pcm: np.ndarray,
         "prefill_reused_rows": getattr(engine.last_prefill, "reused_rows", None)}
     if failed:
         figures["failed"] = failed
+    figures.update(_flow_figures(engine))
     return figures
+
+
+def _flow_figures(engine: MossSpeechEngine) -> dict[str, Any]:
+    """The reply's codec flow state: peak allocated (the voice prefix included), used MiB per
+    second of voice prompt + reply, and the reply code where the budget was reached."""
+    flow = engine.last_reply.flow if engine.last_reply is not None else None
+    if flow is None:
+        return {}
+    rate = flow.used_nbytes_per_second()
+    return {"flow_cache_mib": round(flow.peak_nbytes / 2**20, 1),
+            "flow_used_mib_per_s": round(rate / 2**20, 1) if rate else None,
+            "flow_bounded_from_code": flow.bounded_from_code}
 
 
 def run_bench(options: BenchOptions) -> dict[str, Any]:
     refusal = memory_refusal(options.size, options.precision, torch.device(options.device),
-                             4096 + 1280)
+                             4096 + 1280) or _vram_refusal(options)
     if refusal:
         return {"refused": refusal}
     started = time.perf_counter()
@@ -175,8 +191,19 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             "first_hop": options.first_hop, "final": engine.policy.final,
             "voice_prefix": engine.policy.reuse_voice_prefix,
             "max_new_rows": options.max_new_rows,
+            "flow_cache_budget_mib": options.flow_cache_budget_mib,
             "build_s": round(build_s, 2), "turns": turns, "summary": summarize(turns),
             "transcript_pass_ms": transcript_ms}
+
+
+def _vram_refusal(options: BenchOptions) -> str | None:
+    """The engine's own VRAM preflight (codec and flow cache included) on a GPU at full size."""
+    device = torch.device(options.device)
+    if options.size != "full" or device.type != "cuda":
+        return None
+    flow = flow_cache_bytes(options.flow_cache_budget_mib, options.max_new_rows, options.voice_s)
+    return fit_problem(options.precision, torch.cuda.mem_get_info(device)[0], 4096 + 1280,
+                       flow_cache_bytes=flow)
 
 
 def _time_transcripts(engine: MossSpeechEngine) -> float | None:
@@ -203,4 +230,7 @@ def summarize(turns: list[dict[str, Any]]) -> dict[str, Any]:
             "rtf_median": median("rtf", turns), "feed_ms_per_s_median": median("feed_ms_per_s",
                                                                               turns),
             "cancel_ms_median": round(statistics.median(cancels), 1) if cancels else None,
-            "cancel_ms_max": max(cancels) if cancels else None}
+            "cancel_ms_max": max(cancels) if cancels else None,
+            "flow_cache_mib_max": max((t["flow_cache_mib"] for t in turns
+                                       if "flow_cache_mib" in t), default=None),
+            "flow_used_mib_per_s_median": median("flow_used_mib_per_s", turns)}

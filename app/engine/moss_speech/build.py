@@ -16,6 +16,7 @@ what to do.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -30,7 +31,7 @@ from app.engine.moss_speech.quantize import PrecisionError, check_precision
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS
 from app.engine.moss_speech.weights import load_model, verify_checkpoint
-from app.engine.preflight import WORKING_MARGIN_BYTES
+from app.engine.preflight import WORKING_MARGIN_BYTES, flow_cache_bytes_for
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ def load_parts(settings: Settings) -> EngineParts:
     except FolderError as exc:
         raise EngineUnavailableError(str(exc), "model_invalid", MODEL_ACTION) from exc
     dev.check_fits(dev.free_memory_bytes(choice.device), e.precision, e.context_max_rows,
-                   model_dir, extra_rows=TRANSCRIPT_MAX_ROWS)
+                   model_dir, extra_rows=TRANSCRIPT_MAX_ROWS,
+                   flow_cache_bytes=flow_cache_bytes_for(settings))
     try:
         return _load(settings, choice, model_dir, codec_dir)
     except (FolderError, CodecLoadError, CodecConfigError) as exc:
@@ -124,10 +126,8 @@ def _warm_codec(engine: MossSpeechEngine) -> None:
     voice = engine.voice
     if voice is None:
         return
-    policy = engine.policy
-    decoder = engine.codec.stream_decoder(voice, policy.chunk_codes,
-                                          first_hop=policy.first_hop,  # type: ignore[arg-type]
-                                          final="causal", reuse_voice_prefix=True)
+    policy = replace(engine.policy, final="causal", reuse_voice_prefix=True)
+    decoder = policy.open(engine.codec, voice)  # builds the voice state in the reply buffers
     try:
         if engine.device.type != "cpu":  # prime the kernels; on a CPU this would take seconds
             decoder.push([0] * (decoder.next_hop() + decoder.lookahead))
@@ -135,8 +135,10 @@ def _warm_codec(engine: MossSpeechEngine) -> None:
         decoder.close()
     free = dev.free_memory_bytes(engine.device)
     if free is not None and free < WORKING_MARGIN_BYTES:
-        log.warning("the voice-prefix state (%.0f MiB) leaves too little GPU memory; the first "
-                    "chunk of each reply will take longer", engine.codec.cache_nbytes() / 2**20)
+        log.warning("the voice-prefix state (%.0f MiB, held in the flow cache budget) leaves "
+                    "too little GPU memory free; it is dropped, so the first chunk of each reply "
+                    "takes longer (a smaller Settings → Streaming → Flow cache budget keeps it)",
+                    engine.codec.cache_nbytes() / 2**20)
         engine.codec.clear_caches()
         engine.reuse_voice_prefix = False
         engine.apply_settings(engine.settings)

@@ -115,19 +115,23 @@ def free_memory_bytes(device: torch.device) -> int | None:
 
 
 def check_fits(free_bytes: int | None, precision: str, context_rows: int,
-               model_dir: Path | None, extra_rows: int = 0) -> None:
+               model_dir: Path | None, extra_rows: int = 0,
+               flow_cache_bytes: int | None = None) -> None:
     """Refuse a precision that cannot fit ``free_bytes`` of accelerator memory, naming one
     that can (None: not an accelerator, nothing to check).
 
-    ``context_rows`` + ``extra_rows`` (the transcript pass's own cache) size the KV term."""
+    ``context_rows`` + ``extra_rows`` (the transcript pass's own cache) size the KV term,
+    ``flow_cache_bytes`` the codec's streaming state (None: the default settings')."""
     if free_bytes is None:
         return
     dims = preflight.dims_from_folder(model_dir)
-    problem = preflight.fit_problem(precision, free_bytes, context_rows + extra_rows, dims)
+    problem = preflight.fit_problem(precision, free_bytes, context_rows + extra_rows, dims,
+                                    flow_cache_bytes)
     if problem:
         raise EngineUnavailableError(problem, category="out_of_memory",
                                      action="Or close other programs that use the GPU, or "
-                                     "lower Settings → Engine → Context max rows.")
+                                     "lower Settings → Engine → Context max rows or Settings → "
+                                     "Streaming → Flow cache budget.")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -138,18 +142,20 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def out_of_memory_advice(device: torch.device, precision: str, context_rows: int,
-                         model_dir: Path | None) -> str:
+                         model_dir: Path | None, flow_cache_bytes: int | None = None) -> str:
     """What to do after an out-of-memory turn, with the precision that fits if one does."""
     free = free_memory_bytes(device)
     base = "The conversation so far is kept and the next turn can try again."
     if free is None:
         return base + " Close other programs, or shorten replies (Sampling → Max new rows)."
-    advice = preflight.recommend(free, context_rows, preflight.dims_from_folder(model_dir))
+    advice = preflight.recommend(free, context_rows, preflight.dims_from_folder(model_dir),
+                                 flow_cache_bytes)
     if advice.precision and advice.precision != precision:
         return (f"{base} {advice.message} Choose {advice.precision} in Settings → Engine → "
                 "Precision.")
-    return (f"{base} Lower Settings → Engine → Context max rows or Sampling → Max new rows, "
-            "or close other programs that use the GPU.")
+    return (f"{base} Lower Settings → Streaming → Flow cache budget, Settings → Engine → "
+            "Context max rows or Sampling → Max new rows, or close other programs that use "
+            "the GPU.")
 
 
 def release_memory(device: torch.device) -> None:

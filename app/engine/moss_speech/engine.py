@@ -57,7 +57,7 @@ from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.speak import ReplyRecord, StreamPolicy, speak, write
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS, Transcriber
 from app.engine.moss_speech.user_audio import UserAudio, encode_whole
-from app.engine.preflight import WORKING_MARGIN_BYTES, gib
+from app.engine.preflight import WORKING_MARGIN_BYTES, flow_cache_bytes_for, gib
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -130,12 +130,15 @@ class MossSpeechEngine(Engine):
         A voice file or context bound that cannot be used raises before anything changes."""
         engine = settings.engine
         voice = self._voice
-        policy: StreamPolicy | None = getattr(self, "policy", None)  # None while constructing
-        old_chunk = policy.chunk_codes if policy is not None else None
-        voice_changed = engine.voice_prompt != self._voice_path or old_chunk not in (
-            None, settings.streaming.chunk_codes)  # the voice state is per chunk size
+        old_policy: StreamPolicy | None = getattr(self, "policy", None)
+        policy = StreamPolicy.from_settings(settings, self.reuse_voice_prefix)
+        # the voice state is per chunk size and memory bound
+        voice_changed = engine.voice_prompt != self._voice_path or (
+            old_policy is not None and old_policy != policy)
         if engine.voice_prompt != self._voice_path:
             voice = self._load_voice(engine.voice_prompt)
+        if old_policy is not None:
+            self._check_flow_cache_growth(settings)
         try:
             self.codec.flow(settings.streaming.chunk_codes)  # loads a new chunk checkpoint
         except CodecLoadError as exc:
@@ -150,8 +153,7 @@ class MossSpeechEngine(Engine):
         self.seed = settings.sampling.seed
         self.modality = engine.output_modality
         self.memory.configure(engine.system_prompt, engine.output_modality)
-        self.policy = StreamPolicy(settings.streaming.chunk_codes, settings.streaming.first_hop,
-                                   "causal", self.reuse_voice_prefix)
+        self.policy = policy
         self.transcripts_on = settings.transcript.text_branch
         if not self.transcripts_on:
             self.transcriber.clear()
@@ -159,13 +161,26 @@ class MossSpeechEngine(Engine):
         if voice_changed:
             self.prepare_voice()
 
+    def _check_flow_cache_growth(self, settings: Settings) -> None:
+        """Refuse a flow-cache budget (or longest reply) whose extra memory the GPU does not
+        have, before anything changes (the VRAM preflight counted the old one)."""
+        growth = flow_cache_bytes_for(settings) - flow_cache_bytes_for(self._settings)
+        if growth <= 0:
+            return
+        free = dev.free_memory_bytes(self.device)
+        if free is not None and growth > free - WORKING_MARGIN_BYTES:
+            raise EngineInputError(
+                f"The voice decoder would need {gib(growth)} more GPU memory, but only "
+                f"{gib(free)} is free.", "Keep a smaller Settings → Streaming → Flow cache "
+                "budget or Sampling → Max new rows, or choose a smaller precision.",
+                "out_of_memory")
+
     def prepare_voice(self) -> None:
         """Build the voice prompt's flow state now (between turns), not in the next reply."""
         if self._voice is None or not self.policy.reuse_voice_prefix:
             self.codec.clear_caches()
             return
-        self.codec.stream_decoder(self._voice, self.policy.chunk_codes,
-                                  reuse_voice_prefix=True).close()
+        self.policy.open(self.codec, self._voice).close()
 
     def _load_voice(self, path: Path | None) -> VoiceConditioning | None:
         if path is None:
@@ -342,7 +357,8 @@ class MossSpeechEngine(Engine):
         self._feed = None
         dev.release_memory(self.device)
         advice = dev.out_of_memory_advice(self.device, self.model.precision, self.capacity,
-                                          self.parts.model_dir)
+                                          self.parts.model_dir,
+                                          flow_cache_bytes_for(self._settings))
         return ReplyFailed(turn_id, "out_of_memory", f"The device ran out of memory ({exc}).",
                            advice)
 

@@ -9,7 +9,8 @@ Codec choices (justified in the README's engine section, measured in BENCHMARKS.
 ``final="causal"`` ends the stream with one more cached chunk step instead of the reference's
 full-context pass, whose cost grows with the reply (it would delay the last words of a long
 answer); ``reuse_voice_prefix`` keeps the voice prompt's flow state between replies, halving
-the first chunk, when memory allows.
+the first chunk, when memory allows. ``flow_cache_budget_bytes`` (settings.streaming) bounds the
+codec's streaming state; a reply that reaches it sounds the same, its later chunks cost more.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ import numpy as np
 from app.engine.base import EngineEvent, ReplyAudio, ReplyText, StageTimed
 from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning
 from app.engine.moss_speech.codec.codec import OUTPUT_SAMPLE_RATE_HZ
+from app.engine.moss_speech.codec.streaming import FlowStats, StreamDecoder
 from app.engine.moss_speech.generate import GenerationSession
 from app.engine.moss_speech.reply import ReplyStream
 from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.tokenizer import MossTokenizer
+from app.engine.preflight import MIB
+from app.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,25 @@ class StreamPolicy:
     first_hop: str = "aggressive"
     final: str = "causal"
     reuse_voice_prefix: bool = True
+    flow_cache_budget_bytes: int | None = None  # None: no bound
+    max_codes: int | None = None  # the longest reply (sampling.max_new_rows)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, reuse_voice_prefix: bool) -> StreamPolicy:
+        """The engine's policy: the chunk-causal final step, the flow-cache budget (0: none)."""
+        budget_mib = settings.streaming.flow_cache_budget_mib
+        return cls(settings.streaming.chunk_codes, settings.streaming.first_hop, "causal",
+                   reuse_voice_prefix, budget_mib * MIB if budget_mib else None,
+                   settings.sampling.max_new_rows)
+
+    def open(self, codec: MossSpeechCodec, voice: VoiceConditioning,
+             seed: int = 0) -> StreamDecoder:
+        """The codec's stream decoder for one reply under this policy."""
+        return codec.stream_decoder(
+            voice, self.chunk_codes, first_hop=self.first_hop,  # type: ignore[arg-type]
+            final=self.final, seed=seed,  # type: ignore[arg-type]
+            reuse_voice_prefix=self.reuse_voice_prefix,
+            flow_cache_budget_bytes=self.flow_cache_budget_bytes, max_codes=self.max_codes)
 
 
 @dataclass
@@ -49,6 +72,7 @@ class ReplyRecord:
     text: str = ""
     rows: int = 0
     finished: bool = False  # ran to its end (not cancelled)
+    flow: FlowStats | None = None  # the codec's cached flow state (spoken replies)
 
     def heard_pcm(self, heard_samples: int) -> np.ndarray:
         audio = np.concatenate(self.pcm) if self.pcm else np.zeros(0, np.float32)
@@ -83,10 +107,7 @@ def speak(session: GenerationSession, codec: MossSpeechCodec, voice: VoiceCondit
           turn_id: int, record: ReplyRecord) -> Iterator[EngineEvent]:
     """Generate a spoken reply on a prefilled session; yields stage timings and audio."""
     stages, stream = _Stages(turn_id), ReplyStream(session.config)
-    decoder = codec.stream_decoder(
-        voice, policy.chunk_codes, first_hop=policy.first_hop,  # type: ignore[arg-type]
-        final=policy.final, seed=seed or 0,  # type: ignore[arg-type]
-        reuse_voice_prefix=policy.reuse_voice_prefix)
+    decoder = policy.open(codec, voice, seed or 0)
     try:
         for row in session.rows(sampling, cancel=cancel, seed=seed):
             record.rows += 1
@@ -105,6 +126,7 @@ def speak(session: GenerationSession, codec: MossSpeechCodec, voice: VoiceCondit
             yield from _audio(stages, record, turn_id, pcm)
         record.finished = True
     finally:
+        record.flow = decoder.flow_stats
         decoder.close()
 
 

@@ -26,6 +26,10 @@ def test_bench_engine_e2e_tiny_reports_ttfa_rtf_and_cancel_latency(
     assert summary["ttfa_ms_median"] > 0 and summary["cancel_ms_max"] >= 0
     assert result["transcript_pass_ms"] > 0 and result["decode_path"] == "eager"
     assert result["decode_notes"][0].startswith("compile skipped: opt-in on the CPU")
+    assert result["flow_cache_budget_mib"] == 1024  # the settings' default
+    assert turns[0]["flow_cache_mib"] > 0 and turns[0]["flow_used_mib_per_s"] > 0
+    assert turns[0]["flow_bounded_from_code"] is None  # a tiny flow fits the budget
+    assert summary["flow_cache_mib_max"] >= turns[0]["flow_cache_mib"]
 
 
 def test_bench_engine_e2e_needs_random_weights(capsys: pytest.CaptureFixture[str]) -> None:

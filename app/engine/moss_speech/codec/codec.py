@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from app.engine.moss_speech.codec.config import CodecConfig
-from app.engine.moss_speech.codec.flow import Flow, FlowStream, check_codes
+from app.engine.moss_speech.codec.flow import Flow, check_codes
+from app.engine.moss_speech.codec.flow_stream import FlowStream, StreamCapacity
 from app.engine.moss_speech.codec.hift import HiFTGenerator
 from app.engine.moss_speech.codec.streaming import FinalPass, FirstHop, StreamDecoder
 from app.engine.moss_speech.codec.tokenizer import SpeechTokenizer, StreamEncoder
@@ -54,8 +55,10 @@ class MossSpeechCodec:
         self.name = name
         self._flow_loader = flow_loader
         self._flows: dict[int, Flow] = {}
-        # (voice, chunk, steps) -> flow state after the reply-independent prompt chunks
-        self._prefix: tuple[VoiceConditioning, int, int | None, FlowStream | None] | None = None
+        # (voice, chunk, steps, capacity) -> flow state after the reply-independent prompt
+        # chunks, in buffers allocated for a whole reply
+        self._prefix: tuple[VoiceConditioning, int, int | None, StreamCapacity,
+                            FlowStream | None] | None = None
         if voice_cache_dir is None:
             from app.paths import cache_dir
 
@@ -137,34 +140,54 @@ class MossSpeechCodec:
     def stream_decoder(self, voice: VoiceConditioning, chunk: int = 5, *,
                        first_hop: FirstHop = "aligned", final: FinalPass = "reference",
                        flow_cache: bool = True, reuse_voice_prefix: bool = False,
-                       seed: int = 0, n_timesteps: int | None = None) -> StreamDecoder:
+                       seed: int = 0, n_timesteps: int | None = None,
+                       flow_cache_budget_bytes: int | None = None,
+                       max_codes: int | None = None) -> StreamDecoder:
         """Streaming decode with flow-chunk-``chunk``.pt (5 or 25); see streaming.py.
 
+        ``flow_cache_budget_bytes`` bounds the flow state of a reply (None: no bound); a reply
+        that reaches it goes on with the same audio, each later chunk costing more time.
+        ``max_codes`` (the longest reply) lets its buffers be allocated once.
         ``reuse_voice_prefix`` keeps the flow state of the voice prompt between replies, so the
         first chunk only computes the prompt's last chunk and the reply (lower first-audio
-        latency) at the price of holding that state in memory while the voice is in use
-        (see ``cache_nbytes``; ``clear_caches`` drops it)."""
+        latency); that state lives in the buffers the replies then fill, so with a budget it
+        holds the budget while the voice is in use (see ``cache_nbytes``; ``clear_caches``
+        drops it)."""
         if chunk <= 0:
             raise ValueError("chunk must be a positive number of codes (5 or 25)")
-        prefix = self._voice_prefix(voice, chunk, n_timesteps) if (
+        bounds = {"budget_bytes": flow_cache_budget_bytes, "max_codes": max_codes}
+        prefix = self._voice_prefix(voice, chunk, n_timesteps, **bounds) if (
             reuse_voice_prefix and flow_cache) else None
         return StreamDecoder(self.flow(chunk), self.hift, voice, first_hop=first_hop,
                              final=final, flow_cache=flow_cache, seed=seed,
-                             n_timesteps=n_timesteps, prefix=prefix)
+                             n_timesteps=n_timesteps, prefix=prefix,
+                             flow_cache_budget_bytes=flow_cache_budget_bytes,
+                             max_codes=max_codes)
 
-    def _voice_prefix(self, voice: VoiceConditioning, chunk: int,
-                      n_timesteps: int | None) -> FlowStream | None:
+    def _voice_prefix(self, voice: VoiceConditioning, chunk: int, n_timesteps: int | None,
+                      budget_bytes: int | None, max_codes: int | None) -> FlowStream | None:
+        flow = self.flow(chunk)
+        capacity = StreamCapacity.plan(flow, len(voice.prompt_codes),
+                                       n_timesteps or flow.config.n_timesteps, budget_bytes,
+                                       max_codes)
         entry = self._prefix
-        if entry is None or entry[0] is not voice or entry[1:3] != (chunk, n_timesteps):
+        if entry is None or entry[0] is not voice or entry[1:4] != (chunk, n_timesteps,
+                                                                    capacity):
             self._prefix = None  # free the old state before building the new one
-            prefix = FlowStream.voice_prefix(self.flow(chunk), voice.prompt_codes,
-                                             voice.prompt_mel, voice.xvector, n_timesteps)
-            self._prefix = entry = (voice, chunk, n_timesteps, prefix)
-        return entry[3]
+            prefix = FlowStream.voice_prefix(flow, voice.prompt_codes, voice.prompt_mel,
+                                             voice.xvector, n_timesteps,
+                                             budget_bytes=budget_bytes, max_codes=max_codes)
+            self._prefix = entry = (voice, chunk, n_timesteps, capacity, prefix)
+        return entry[4]
 
-    def cache_nbytes(self) -> int:
-        """Bytes held between replies (the voice-prefix flow state)."""
-        return self._prefix[3].cache_nbytes() if self._prefix and self._prefix[3] else 0
+    def cache_nbytes(self, *decoders: StreamDecoder) -> int:
+        """Bytes held between replies (the voice-prefix flow state), plus those of
+        ``decoders`` (buffers they share with it count once)."""
+        found = dict(self._prefix[4].buffers()) if self._prefix and self._prefix[4] else {}
+        for decoder in decoders:
+            if decoder.flow_stream is not None:
+                found.update(decoder.flow_stream.buffers())
+        return sum(found.values())
 
     def clear_caches(self) -> None:
         """Drop state kept between replies (e.g. before a memory-hungry step)."""

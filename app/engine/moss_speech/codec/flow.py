@@ -6,8 +6,8 @@ schedule with classifier-free guidance (``v = 1.7·v_cond − 0.7·v_uncond``) f
 buffer made with its own generator seeded 0 (the reference seeds the global RNG to make it).
 
 ``inference`` is one whole pass (offline decode, and the reference streaming recompute).
-``FlowStream`` runs the same network chunk by chunk with caches, so a streaming step costs the
-new chunk only instead of the whole prefix; its output equals the recompute (see tests).
+``FlowStream`` (flow_stream.py) runs the same network chunk by chunk with caches, so a streaming
+step costs the new chunk only instead of the whole prefix; its output equals the recompute.
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ from torch import nn
 from app.engine.moss_speech.codec.config import FlowConfig
 from app.engine.moss_speech.codec.flow_encoder import UpsampleConformerEncoder
 from app.engine.moss_speech.codec.flow_estimator import CausalConditionalDecoder
-from app.engine.moss_speech.codec.layers import (
-    KVCache,
-    StepCache,
-    assign_cache_keys,
-    cache_nbytes,
-)
+from app.engine.moss_speech.codec.layers import StepCache, assign_cache_keys
 
 SPEECH_CODES = 16384  # valid Whisper-VQ codes; larger ids are control tokens of the LM
 
@@ -148,86 +143,3 @@ def check_codes(codes: torch.Tensor) -> None:
     if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= SPEECH_CODES):
         raise ValueError(f"codes must lie in [0, {SPEECH_CODES}); got {int(codes.min())}.."
                          f"{int(codes.max())} (strip the LM's end-of-speech and pad ids first)")
-
-
-class FlowStream:
-    """Chunk-by-chunk flow with caches for one reply: ``advance`` returns the mel of the new
-    tokens only. Every call but the last must end on a chunk boundary (counted from the start
-    of the voice prompt), which the streaming protocol guarantees.
-
-    ``prefix`` (from ``voice_prefix``) starts the stream after the prompt chunks that do not
-    depend on the reply, sharing their caches copy-on-write instead of recomputing them."""
-
-    def __init__(self, flow: Flow, prompt_codes: torch.Tensor, prompt_feat: torch.Tensor,
-                 xvector: torch.Tensor, n_timesteps: int | None = None,
-                 prefix: FlowStream | None = None) -> None:
-        if flow.chunk <= 0:
-            raise ValueError("streaming needs a chunk-trained flow (flow-chunk-N.pt)")
-        self.flow = flow
-        self.prompt_codes = prompt_codes.to(flow.encoder_proj.weight.device)
-        self.prompt_feat = prompt_feat
-        self.spks = flow.speaker(xvector)
-        self.n_timesteps = n_timesteps or flow.config.n_timesteps
-        self.encoder_cache: StepCache = {}
-        self.estimator_caches: list[StepCache] = [{} for _ in range(self.n_timesteps)]
-        self.tokens_done = 0  # prompt + reply tokens whose mel has been produced
-        if prefix is not None:
-            if prefix.flow is not flow or prefix.n_timesteps != self.n_timesteps:
-                raise ValueError("the voice prefix was made for another flow or step count")
-            self.encoder_cache = fork_cache(prefix.encoder_cache)
-            self.estimator_caches = [fork_cache(c) for c in prefix.estimator_caches]
-            self.tokens_done = prefix.tokens_done
-
-    def cache_nbytes(self) -> int:
-        return cache_nbytes(self.encoder_cache) + cache_nbytes(self.estimator_caches)
-
-    @torch.inference_mode()
-    def advance(self, codes: torch.Tensor, end: int, finalize: bool) -> torch.Tensor:
-        """Mel for reply codes [done, end) — [1, 80, 4·(end − done)], prompt frames dropped.
-        ``codes`` holds every reply code known so far; without ``finalize`` the three after
-        ``end`` are the lookahead."""
-        check_codes(codes)
-        tokens = torch.cat([self.prompt_codes, codes.to(self.prompt_codes.device)])
-        return self._run(tokens, len(self.prompt_codes) + end, finalize)
-
-    def _run(self, tokens: torch.Tensor, last: int, finalize: bool) -> torch.Tensor:
-        flow, ratio = self.flow, self.flow.config.token_mel_ratio
-        lookahead = flow.config.encoder.pre_lookahead_len
-        first = self.tokens_done
-        if not finalize and (last % flow.chunk or last + lookahead > len(tokens)):
-            raise ValueError("a non-final streaming step must end on a chunk boundary and "
-                             "have its lookahead codes")
-        if last <= first:
-            return torch.zeros(1, flow.config.mel_bins, 0, device=tokens.device)
-        context = None if finalize else flow.embed(tokens[last:last + lookahead])
-        h = flow.encoder(flow.embed(tokens[first:last]), context, flow.chunk, self.encoder_cache)
-        mu = flow.encoder_proj(h).transpose(1, 2)
-        start_frame, end_frame = first * ratio, last * ratio
-        mel = flow.decoder.solve(flow.decoder.noise(start_frame, end_frame, mu.dtype), mu,
-                                 self.spks, flow.condition(self.prompt_feat, start_frame,
-                                                           end_frame),
-                                 flow.chunk * ratio, self.n_timesteps, self.estimator_caches)
-        self.tokens_done = last
-        prompt_frames = self.prompt_feat.shape[0]
-        return mel[:, :, max(0, prompt_frames - start_frame):]
-
-    @classmethod
-    @torch.inference_mode()
-    def voice_prefix(cls, flow: Flow, prompt_codes: torch.Tensor, prompt_feat: torch.Tensor,
-                     xvector: torch.Tensor, n_timesteps: int | None = None
-                     ) -> FlowStream | None:
-        """The stream state after the whole chunks of the prompt whose lookahead lies inside
-        the prompt (so no reply code can change them); None if there are none."""
-        stream = cls(flow, prompt_codes, prompt_feat, xvector, n_timesteps)
-        lookahead = flow.config.encoder.pre_lookahead_len
-        last = (len(prompt_codes) - lookahead) // flow.chunk * flow.chunk
-        if last <= 0:
-            return None
-        stream._run(stream.prompt_codes, last, finalize=False)
-        return stream
-
-
-def fork_cache(cache: StepCache) -> StepCache:
-    """A copy of a StepCache whose key/value buffers are shared until first written."""
-    return {key: value.fork() if isinstance(value, KVCache) else value
-            for key, value in cache.items()}

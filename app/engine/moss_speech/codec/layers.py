@@ -25,46 +25,100 @@ def assign_cache_keys(root: nn.Module) -> None:
 
 
 class KVCache:
-    """Keys and values of earlier positions, in buffers that grow by doubling (no O(n) copy
-    per chunk). ``append`` returns views over everything so far: [B, H, T, D]."""
+    """Keys and values of earlier positions: ``append`` returns views over everything so far
+    ([B, H, T, D]). With ``capacity`` the buffers are allocated once, at that many positions
+    (no growth, no copy, a known bound); without, they grow by doubling.
 
-    def __init__(self) -> None:
+    Sharing: ``fork`` shares the buffers copy-on-write (either side copies before its next
+    write); ``lease`` lends them to one borrower, which writes after the lender's positions
+    in place (the lender never sees those writes: its ``length`` does not move). The lender
+    must have at most one live borrower at a time."""
+
+    def __init__(self, capacity: int | None = None) -> None:
         self._k: torch.Tensor | None = None
         self._v: torch.Tensor | None = None
         self.length = 0
+        self.capacity = capacity
         self.shared = False  # buffers belong to another cache too: copy before writing
+        self.lent_length = 0  # positions below this belong to a lender: never written
 
     def fork(self) -> KVCache:
         """A cache with the same contents that shares the buffers until its first append
         (then it copies them); the original is never written through a fork."""
-        other = KVCache()
+        other = KVCache(self.capacity)
         other._k, other._v, other.length, other.shared = self._k, self._v, self.length, True
         return other
 
+    def lease(self) -> KVCache:
+        """A cache with the same contents that appends into the same buffers after them."""
+        other = KVCache(self.capacity)
+        other._k, other._v, other.length = self._k, self._v, self.length
+        other.lent_length = self.length
+        return other
+
+    def reader(self) -> FrozenKV:
+        """A read-only view: its ``append`` attends over these positions plus the new ones
+        without storing anything (the bounded streaming mode)."""
+        return FrozenKV(self)
+
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = k.shape[2]
-        if self._k is None or self.shared or self.length + n > self._k.shape[2]:
-            capacity = max(2 * (self.length + n), 64)
-            new_k = k.new_empty(*k.shape[:2], capacity, k.shape[3])
-            new_v = v.new_empty(*v.shape[:2], capacity, v.shape[3])
-            if self._k is not None and self.length:
-                new_k[:, :, :self.length] = self._k[:, :, :self.length]
-                new_v[:, :, :self.length] = self._v[:, :, :self.length]  # type: ignore[index]
-            self._k, self._v, self.shared = new_k, new_v, False
-        self._k[:, :, self.length:self.length + n] = k
-        self._v[:, :, self.length:self.length + n] = v  # type: ignore[index]
-        self.length += n
-        return self._k[:, :, :self.length], self._v[:, :, :self.length]  # type: ignore[index]
+        end = self.length + n
+        if (self._k is None or self.shared or self.length < self.lent_length
+                or end > self._k.shape[2]):
+            self._reallocate(k, v, end)
+        assert self._k is not None and self._v is not None
+        self._k[:, :, self.length:end] = k
+        self._v[:, :, self.length:end] = v
+        self.length = end
+        return self._k[:, :, :end], self._v[:, :, :end]
+
+    def _reallocate(self, k: torch.Tensor, v: torch.Tensor, needed: int) -> None:
+        """Own buffers of ``capacity`` positions (or double what is needed), with the
+        positions so far copied in."""
+        size = self.capacity if self.capacity and self.capacity >= needed else max(
+            2 * needed, 64)
+        new_k = k.new_empty(*k.shape[:2], size, k.shape[3])
+        new_v = v.new_empty(*v.shape[:2], size, v.shape[3])
+        if self._k is not None and self._v is not None and self.length:
+            new_k[:, :, :self.length] = self._k[:, :, :self.length]
+            new_v[:, :, :self.length] = self._v[:, :, :self.length]
+        self._k, self._v, self.shared, self.lent_length = new_k, new_v, False, 0
 
     def truncate(self, length: int) -> None:
         """Forget positions from ``length`` on (their slots are overwritten by later appends)."""
         self.length = min(self.length, length)
 
     def nbytes(self) -> int:
-        """Bytes allocated (the buffers may be up to twice what is used)."""
+        """Bytes allocated (without a capacity, up to twice what is used)."""
         if self._k is None:
             return 0
         return 2 * self._k.element_size() * self._k.numel()
+
+    def used_nbytes(self) -> int:
+        """Bytes of the positions held."""
+        if self._k is None or not self._k.shape[2]:
+            return 0
+        return self.nbytes() * self.length // self._k.shape[2]
+
+    def buffer_ptr(self) -> int:
+        """Identity of the key buffer (0: none), to count shared buffers once."""
+        return 0 if self._k is None else self._k.data_ptr()
+
+
+class FrozenKV:
+    """Read-only stand-in for a KVCache in a StepCache: attends over the cached positions and
+    the new ones, stores nothing (a copy of the keys per call instead of a growing cache)."""
+
+    def __init__(self, cache: KVCache) -> None:
+        self.cache = cache
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cache = self.cache
+        if cache._k is None or cache._v is None or not cache.length:
+            return k, v
+        return (torch.cat([cache._k[:, :, :cache.length], k], dim=2),
+                torch.cat([cache._v[:, :, :cache.length], v], dim=2))
 
 
 def cache_nbytes(cache: StepCache | list) -> int:
@@ -99,7 +153,8 @@ class CausalConv1d(nn.Conv1d):
         if history is None:
             history = x.new_zeros(x.shape[0], x.shape[1], self.context)
         x = torch.cat([history, x], dim=2)
-        cache[self.cache_key] = x[:, :, x.shape[2] - self.context:]
+        # a copy: a view would keep the whole input (history + every new frame) alive
+        cache[self.cache_key] = x[:, :, x.shape[2] - self.context:].clone()
         return super().forward(x)
 
 

@@ -10,20 +10,24 @@ next one. ``finish`` decodes the rest. Every code yields exactly 1920 samples in
 Cost: with ``flow_cache`` (default) each step computes only the new chunk, reusing the
 keys/values of earlier chunks (chunk-causal attention makes this exact); only its attention over
 those cached keys grows with prompt + reply. Without it each step recomputes the whole prefix
-like the reference. The cache holds ~4.4 MiB per mel frame at full size in float32.
+like the reference. The cache holds ~4.4 MiB per mel frame at full size in float32;
+``flow_cache_budget_bytes`` bounds it: a reply that reaches the bound goes on in the bounded mode
+of flow_stream.py (same audio, no seam; each later step recomputes the frames since the bound).
 ``final="reference"`` ends with one full-context pass over all codes as the reference does (its
-cost grows with the reply); ``final="causal"`` ends with one more cached chunk-causal step
-instead (flat cost; the chunk-trained flow was trained with chunk masks).
+cost grows with the reply); ``final="causal"`` ends with one more chunk-causal step instead
+(flat cost with the cache; the chunk-trained flow was trained with chunk masks).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 
-from app.engine.moss_speech.codec.flow import Flow, FlowStream, check_codes
+from app.engine.moss_speech.codec.flow import Flow, check_codes
+from app.engine.moss_speech.codec.flow_stream import FlowStream
 from app.engine.moss_speech.codec.hift import HiFTGenerator
 from app.engine.moss_speech.codec.voice import VoiceConditioning
 
@@ -32,6 +36,21 @@ MIN_FIRST_HOP = 3  # codes: 1920·hop samples must exceed the 3840 held back for
 
 FirstHop = Literal["aligned", "aggressive"]
 FinalPass = Literal["reference", "causal"]
+CODES_PER_SECOND = 12.5
+
+
+@dataclass
+class FlowStats:
+    """The cached flow state of one reply (kept after the decoder closes)."""
+
+    peak_nbytes: int = 0  # allocated, at most (a borrowed voice prefix included)
+    used_nbytes: int = 0  # keys/values of the positions held, after the last step
+    codes: int = 0  # voice prompt + reply codes whose mel was produced
+    bounded_from_code: int | None = None  # the reply code where the budget was reached
+
+    def used_nbytes_per_second(self) -> float | None:
+        """Bytes held per second of voice prompt + reply audio (until the budget is reached)."""
+        return self.used_nbytes * CODES_PER_SECOND / self.codes if self.codes else None
 
 
 class StreamDecoder:
@@ -40,7 +59,8 @@ class StreamDecoder:
     def __init__(self, flow: Flow, hift: HiFTGenerator, voice: VoiceConditioning, *,
                  first_hop: FirstHop = "aligned", final: FinalPass = "reference",
                  flow_cache: bool = True, seed: int = 0, n_timesteps: int | None = None,
-                 prefix: FlowStream | None = None) -> None:
+                 prefix: FlowStream | None = None, flow_cache_budget_bytes: int | None = None,
+                 max_codes: int | None = None) -> None:
         if first_hop not in ("aligned", "aggressive") or final not in ("reference", "causal"):
             raise ValueError(f"unknown first_hop {first_hop!r} or final {final!r}")
         self.flow, self.hift, self.voice = flow, hift, voice
@@ -58,9 +78,12 @@ class StreamDecoder:
         self.steps = 0
         self.samples_out = 0
         self.finished = False
-        self._flow_stream: FlowStream | None = FlowStream(
-            flow, voice.prompt_codes, voice.prompt_mel, voice.xvector, n_timesteps,
-            prefix=prefix if flow_cache else None)
+        self.flow_stats = FlowStats()
+        self._flow_stream: FlowStream | None = None
+        if flow_cache:
+            self._flow_stream = FlowStream(
+                flow, voice.prompt_codes, voice.prompt_mel, voice.xvector, n_timesteps,
+                prefix=prefix, budget_bytes=flow_cache_budget_bytes, max_codes=max_codes)
         self._mel_cache: torch.Tensor | None = None
         self._source_cache: torch.Tensor | None = None
         self._speech_cache: torch.Tensor | None = None
@@ -73,18 +96,29 @@ class StreamDecoder:
 
     def close(self) -> None:
         """Release the caches (the decoder cannot be used afterwards)."""
+        if self._flow_stream is not None:
+            self._flow_stream.close()
         self._flow_stream = None
         self._mel_cache = self._source_cache = self._speech_cache = None
         self.finished = True
 
+    @property
+    def flow_stream(self) -> FlowStream | None:
+        """The cached flow state (None without ``flow_cache`` or once closed)."""
+        return self._flow_stream
+
     def cache_nbytes(self) -> int:
+        """Bytes allocated for the flow state of this reply (a borrowed voice prefix included)."""
         return self._flow_stream.cache_nbytes() if self._flow_stream is not None else 0
 
-    @property
-    def _stream(self) -> FlowStream:
-        if self._flow_stream is None:
-            raise RuntimeError("the stream decoder is closed; start a new stream_decoder()")
-        return self._flow_stream
+    def _note_flow_state(self) -> None:
+        stream, stats = self._flow_stream, self.flow_stats
+        if stream is None:
+            return
+        stats.peak_nbytes = max(stats.peak_nbytes, stream.cache_nbytes())
+        stats.used_nbytes, stats.codes = stream.cache_used_nbytes(), stream.tokens_done
+        if stream.frozen_tokens is not None and stats.bounded_from_code is None:
+            stats.bounded_from_code = max(0, stream.frozen_tokens - len(self.voice.prompt_codes))
 
     def next_hop(self) -> int:
         """Codes the next step will turn into audio."""
@@ -113,12 +147,13 @@ class StreamDecoder:
             raise RuntimeError("finish() called twice; start a new stream_decoder()")
         pieces = []
         if len(self.codes):
-            if self.final == "causal":
-                mel = self._stream.advance(self.codes, len(self.codes), finalize=True)
-            else:
+            if self.final == "causal" and self._flow_stream is not None:
+                mel = self._flow_stream.advance(self.codes, len(self.codes), finalize=True)
+                self._note_flow_state()
+            else:  # a whole pass: full context ("reference"), or chunk-causal without a cache
                 mel = self.flow.inference(self.codes, self.voice.prompt_codes,
                                           self.voice.prompt_mel, self.voice.xvector,
-                                          streaming=False, finalize=True,
+                                          streaming=self.final == "causal", finalize=True,
                                           n_timesteps=self.n_timesteps)
                 mel = mel[:, :, self.cursor * self.flow.config.token_mel_ratio:]
             pieces.append(self._vocode(mel, final=True))
@@ -129,8 +164,9 @@ class StreamDecoder:
     def _step(self, end: int) -> torch.Tensor:
         """One non-final step: mel for codes [cursor, end) and its audio minus the overlap."""
         known = self.codes[:end + self.lookahead]
-        if self.flow_cache:
-            mel = self._stream.advance(known, end, finalize=False)
+        if self._flow_stream is not None:
+            mel = self._flow_stream.advance(known, end, finalize=False)
+            self._note_flow_state()
         else:  # the reference: recompute the flow over the whole prefix
             mel = self.flow.inference(known, self.voice.prompt_codes, self.voice.prompt_mel,
                                       self.voice.xvector, streaming=True, finalize=False,

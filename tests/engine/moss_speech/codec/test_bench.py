@@ -22,3 +22,16 @@ def test_bench_codec_tiny_json(capsys: pytest.CaptureFixture[str]) -> None:
         assert all(c["ms"] > 0 for c in chunks)
     assert result["stream"]["voice_prefix_mib"] > 0
     assert result["encode_ms_per_audio_s"] > 0 and result["offline_decode_ms"] > 0
+    stream = result["stream"]
+    assert stream["cache_peak_mib"] > 0 and stream["used_mib_per_audio_s"] > 0
+    assert stream["bounded_from_code"] is None and not any(c["bounded"] for c in chunks)
+
+
+def test_bench_codec_reports_where_the_flow_cache_budget_is_reached(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "codec", "--size", "tiny", "--chunks", "3", "--steps", "2",
+                 "--utterance-seconds", "1", "--voice-seconds", "1.2", "--threads", "1",
+                 "--flow-cache-budget-mib", "0.3", "--final", "causal"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "bounded from reply code" in out and "yes" in out

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from app.engine.moss_speech.codec import CodecConfig, MossSpeechCodec, VoiceConditioning
-from app.engine.moss_speech.codec.flow import ConditionalCFM, Flow, FlowStream
+from app.engine.moss_speech.codec.flow import ConditionalCFM, Flow
+from app.engine.moss_speech.codec.flow_stream import FlowStream
 
 from .conftest import FAST_STEPS, Codes
 
