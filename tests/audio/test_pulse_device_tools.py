@@ -181,6 +181,8 @@ def test_the_window_answers_speech_on_a_real_display_and_real_streams(
     # Behaviour, not speed (speed is in BENCHMARKS.md); the bound only catches a missing reply.
     assert report["turns"] == 1 and 500 <= report["latency_ms"] <= 5000
     assert report["released"]  # devices and engine released before the process exits
-    assert report["user_s"] == pytest.approx(1.6, abs=0.5)
+    # One turn for the 1.6 s sentence; sound-server underruns on a loaded machine stretch it
+    # (see test_pulse_null_sink.py), so only its lower side is tight.
+    assert 1.1 <= report["user_s"] <= 3.1
     assert report["badge"].startswith("Echo demo") and report["banners"] == []
     assert window_png.stat().st_size > 10_000 and screen_png.stat().st_size > 10_000
