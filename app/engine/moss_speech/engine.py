@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from app.engine.base import (
     Engine,
@@ -165,15 +166,9 @@ class MossSpeechEngine(Engine):
         """Refuse a flow-cache budget (or longest reply) whose extra memory the GPU does not
         have, before anything changes (the VRAM preflight counted the old one)."""
         growth = flow_cache_bytes_for(settings) - flow_cache_bytes_for(self._settings)
-        if growth <= 0:
-            return
-        free = dev.free_memory_bytes(self.device)
-        if free is not None and growth > free - WORKING_MARGIN_BYTES:
-            raise EngineInputError(
-                f"The voice decoder would need {gib(growth)} more GPU memory, but only "
-                f"{gib(free)} is free.", "Keep a smaller Settings → Streaming → Flow cache "
-                "budget or Sampling → Max new rows, or choose a smaller precision.",
-                "out_of_memory")
+        _refuse_growth(self.device, growth, "The voice decoder",
+                       "Keep a smaller Settings → Streaming → Flow cache budget or Sampling → "
+                       "Max new rows, or choose a smaller precision.")
 
     def prepare_voice(self) -> None:
         """Build the voice prompt's flow state now (between turns), not in the next reply."""
@@ -195,19 +190,18 @@ class MossSpeechEngine(Engine):
         """A new KV cache for a new context bound; the history is kept and re-prefilled by the
         next turn (dropping the oldest turns if it no longer fits)."""
         held = self.session.caches.nbytes
-        growth = held // self.session.max_rows * capacity - held
-        free = dev.free_memory_bytes(self.device)
-        if free is not None and growth > free - WORKING_MARGIN_BYTES:
-            raise EngineInputError(
-                f"A context of {capacity} rows needs {gib(growth)} more GPU memory, but only "
-                f"{gib(free)} is free.", "Keep a smaller Settings → Engine → Context max rows, "
-                "or choose a smaller precision.", "out_of_memory")
-        path = self.decode_path
-        self.session = None  # type: ignore[assignment]  # free the old cache first
-        dev.release_memory(self.device)
-        self.session = self._new_session(capacity, path)
+        _refuse_growth(self.device, held // self.session.max_rows * capacity - held,
+                       f"A context of {capacity} rows", "Keep a smaller Settings → Engine → "
+                       "Context max rows, or choose a smaller precision.")
+        self._replace_session(capacity, self.decode_path)
         self.capacity = self.memory.capacity_rows = capacity
         self.warm_decode()
+
+    def _replace_session(self, capacity: int, decode_path: str) -> None:
+        """Free the old session's KV cache and graphs before building the new one."""
+        self.session = None  # type: ignore[assignment]
+        dev.release_memory(self.device)
+        self.session = self._new_session(capacity, decode_path)
 
     def _new_session(self, capacity: int, decode_path: str) -> GenerationSession:
         """A session whose decode step is chosen (and validated) now, on this thread."""
@@ -223,9 +217,7 @@ class MossSpeechEngine(Engine):
         to the thread and memory pool that recorded them."""
         decode = self.session.decode
         if decode.step.thread_bound and decode.thread != threading.get_ident():
-            self.session = None  # type: ignore[assignment]
-            dev.release_memory(self.device)
-            self.session = self._new_session(self.capacity, decode.path)
+            self._replace_session(self.capacity, decode.path)
             self.warm_decode()
 
     def warm_decode(self) -> None:
@@ -246,9 +238,7 @@ class MossSpeechEngine(Engine):
                 raise
             log.warning("the %s decode step failed in the warm-up (%s: %s); using the eager "
                         "step, which is slower per row", self.decode_path, type(exc).__name__, exc)
-            self.session = None  # type: ignore[assignment]
-            dev.release_memory(self.device)
-            self.session = self._new_session(self.capacity, "eager")
+            self._replace_session(self.capacity, "eager")
         self.session.reset()
 
     # ---- user audio --------------------------------------------------------------------------
@@ -413,6 +403,15 @@ class MossSpeechEngine(Engine):
         for name in ("session", "transcriber", "model", "codec", "parts", "last_reply"):
             setattr(self, name, None)
         dev.release_memory(self.device)
+
+
+def _refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: str) -> None:
+    """Refuse a live change whose extra GPU memory is not free (the preflight counted the old
+    setting), before anything changes."""
+    free = dev.free_memory_bytes(device)
+    if growth_bytes > 0 and free is not None and growth_bytes > free - WORKING_MARGIN_BYTES:
+        raise EngineInputError(f"{what} would need {gib(growth_bytes)} more GPU memory, but "
+                               f"only {gib(free)} is free.", advice, "out_of_memory")
 
 
 def _ms_since(started: float) -> float:
