@@ -7,52 +7,16 @@ import pytest
 
 from app.conversation import turns as t
 from app.events import ConversationState as S
-from app.vad.base import FRAME_S, Segmenter, VadParams
+from app.vad.base import FRAME_S
+from tests.conversation.turn_script import QUIET, SPEECH, Script
 
-SPEECH, QUIET = 0.9, 0.05
 
-
-class Script:
-    """Per-frame probabilities through a real Segmenter into the controller."""
-
-    def __init__(self) -> None:
-        self.controller = t.TurnController(t.TurnParams(speculative_start=False))
-        self.segmenter = Segmenter(VadParams())
-        self.frame = 0
-        self.actions: list[t.Action] = []
-        self.guard = False
-
-    @property
-    def now(self) -> float:
-        return self.frame * FRAME_S
-
-    def frames(self, probability: float, count: int) -> Script:
-        for _ in range(count):
-            update = self.segmenter.update(probability, self.now, self.now + FRAME_S)
-            self.frame += 1
-            self._keep(self.controller.on_vad(update, self.now, echo_guard=self.guard))
-        return self
-
-    def call(self, method: str, *args: object) -> Script:
-        self._keep(getattr(self.controller, method)(*args, self.now))
-        return self
-
-    def _keep(self, actions: list[t.Action]) -> None:
-        self.actions += actions
-        if any(isinstance(a, t.VadRestarted) for a in actions):
-            self.segmenter.reset()
-
-    def of(self, kind: type) -> list:
-        return [a for a in self.actions if isinstance(a, kind)]
-
-    def replying(self) -> Script:
-        """Turn 1 spoken and answered; its reply is audible now."""
-        return self.frames(SPEECH, 12).frames(QUIET, 17).call("reply_audible", 1).frames(
-            QUIET, 5)
+def replying() -> Script:
+    return Script(speculative_start=False).replying()
 
 
 def test_a_cough_ducks_the_reply_then_restores_it_and_counts_a_false_interruption() -> None:
-    s = Script().replying().frames(SPEECH, 2)
+    s = replying().frames(SPEECH, 2)
     assert s.of(t.DuckSet) == [t.DuckSet(True)]  # at the first voiced frame
     s.frames(QUIET, 2)
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
@@ -63,14 +27,14 @@ def test_a_cough_ducks_the_reply_then_restores_it_and_counts_a_false_interruptio
 
 
 def test_confirmed_speech_stops_the_reply_and_is_no_false_interruption() -> None:
-    s = Script().replying().frames(SPEECH, 3)
+    s = replying().frames(SPEECH, 3)
     assert s.of(t.ReplyInterrupted) and s.of(t.DuckSet)[-1] == t.DuckSet(False)
     s.frames(SPEECH, 10).frames(QUIET, 20)
     assert not s.of(t.FalseInterruption) and len(s.of(t.TurnStarted)) == 2
 
 
 def test_a_stopped_reply_with_no_turn_after_it_is_a_false_interruption_too() -> None:
-    s = Script().replying().frames(SPEECH, 4).frames(QUIET, 2)  # 128 ms: stopped, no onset
+    s = replying().frames(SPEECH, 4).frames(QUIET, 2)  # 128 ms: stopped, no onset
     assert s.of(t.ReplyInterrupted)
     [false] = s.of(t.FalseInterruption)
     assert false.reply_stopped and false.turn_id == 1
@@ -78,7 +42,7 @@ def test_a_stopped_reply_with_no_turn_after_it_is_a_false_interruption_too() -> 
 
 
 def test_while_the_canceller_warms_up_speech_only_ducks_and_is_confirmed_after() -> None:
-    s = Script().replying()
+    s = replying()
     s.guard = True
     s.frames(SPEECH, 20)  # 640 ms of "speech": maybe leaked echo, maybe the person
     assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.ReplyInterrupted)
@@ -91,7 +55,7 @@ def test_while_the_canceller_warms_up_speech_only_ducks_and_is_confirmed_after()
 
 
 def test_leaked_echo_during_the_warm_up_is_restored_and_forgotten() -> None:
-    s = Script().replying()
+    s = replying()
     s.guard = True
     s.frames(SPEECH, 12).frames(QUIET, 1)  # 384 ms of leak, then it stops
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
@@ -105,7 +69,7 @@ def test_leaked_echo_during_the_warm_up_is_restored_and_forgotten() -> None:
 
 
 def test_a_reply_ending_during_unconfirmed_speech_makes_it_start_afresh() -> None:
-    s = Script().replying()
+    s = replying()
     s.guard = True
     s.frames(SPEECH, 10)
     s.call("reply_finished", 1)

@@ -7,45 +7,8 @@ import pytest
 from app.conversation import turns as t
 from app.events import ConversationState as S
 from app.settings import Settings
-from app.vad.base import FRAME_S, Segmenter, VadParams
-
-SPEECH, QUIET = 0.9, 0.05
-
-
-class Script:
-    """Feeds per-frame probabilities through a real Segmenter into the controller."""
-
-    def __init__(self, **params: object) -> None:
-        self.controller = t.TurnController(t.TurnParams(**params))  # type: ignore[arg-type]
-        self.segmenter = Segmenter(VadParams())
-        self.frame = 0
-        self.log: list[tuple[int, t.Action]] = []
-
-    @property
-    def now(self) -> float:
-        return self.frame * FRAME_S
-
-    def frames(self, probability: float, count: int) -> Script:
-        for _ in range(count):
-            update = self.segmenter.update(probability, self.now, self.now + FRAME_S)
-            self.frame += 1
-            self._keep(self.controller.on_vad(update, self.now))
-        return self
-
-    def call(self, method: str, *args: object) -> Script:
-        self._keep(getattr(self.controller, method)(*args, self.now))
-        return self
-
-    def _keep(self, actions: list[t.Action]) -> None:
-        self.log += [(self.frame, a) for a in actions]
-        if any(isinstance(a, t.VadRestarted) for a in actions):
-            self.segmenter.reset()  # what the pipeline does
-
-    def of(self, kind: type) -> list:
-        return [a for _, a in self.log if isinstance(a, kind)]
-
-    def states(self) -> list[S]:
-        return [a.state for a in self.of(t.StateSet)]
+from app.vad.base import FRAME_S
+from tests.conversation.turn_script import QUIET, SPEECH, Script
 
 
 def test_params_follow_the_settings() -> None:
