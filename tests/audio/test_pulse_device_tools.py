@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.audio.test_pulse_null_sink import needs_pulseaudio, run_client, start_null_sink
+from tests.audio.pulse import needs_pulseaudio, run_client
 
 SPEECH = Path(__file__).resolve().parent.parent / "fixtures" / "audio" / "question.wav"
 
@@ -69,14 +69,6 @@ print(json.dumps({
     "wav_rate": info.samplerate if info else None, "wav_s": info.duration if info else None,
     "turns": len([e for e in events if isinstance(e, ev.UserSpeechStarted)])}))
 """
-
-
-@pytest.fixture(scope="module")
-def null_sink(tmp_path_factory: pytest.TempPathFactory):
-    daemon, env = start_null_sink(tmp_path_factory.mktemp("pulse-tools"))
-    yield env
-    daemon.terminate()
-    daemon.wait(10)
 
 
 @pytest.mark.audio

@@ -17,16 +17,6 @@ FAST_STEPS = 2  # Euler steps in fast tests; the 10-step default is tested separ
 Codes = Callable[..., torch.Tensor]  # the make_codes fixture: (n, seed=0) -> codes [n]
 
 
-@pytest.fixture(scope="package", autouse=True)
-def one_torch_thread():
-    """Tiny tensors: OpenMP threads only add synchronisation (20× slower on a busy 2-core
-    machine). Restored when this package's tests are done."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="session")
 def tiny_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_codec(tmp_path_factory.mktemp("tiny-codec") / "codec", seed=0)
