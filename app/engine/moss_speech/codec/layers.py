@@ -162,13 +162,14 @@ def chunk_mask(query_start: int, n_queries: int, n_keys: int, chunk: int,
                device: torch.device) -> torch.Tensor | None:
     """Allowed (query, key) pairs when position i sees every key before the end of its chunk
     (all left chunks): [n_queries, n_keys] bool; None when nothing is masked."""
-    if chunk <= 0:
+    # The first query's chunk end is the smallest: if it covers every key, nothing is masked
+    # (decided on the host, so the common cached step builds no tensor and never syncs).
+    if chunk <= 0 or n_queries == 0 or (query_start // chunk + 1) * chunk >= n_keys:
         return None
     queries = torch.arange(query_start, query_start + n_queries, device=device)
     chunk_end = (queries // chunk + 1) * chunk
     keys = torch.arange(n_keys, device=device)
-    allowed = keys[None, :] < chunk_end[:, None]
-    return None if bool(allowed.all()) else allowed
+    return keys[None, :] < chunk_end[:, None]
 
 
 class KVAttention(nn.Module):
