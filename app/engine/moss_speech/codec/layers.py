@@ -121,19 +121,6 @@ class FrozenKV:
                 torch.cat([cache._v[:, :, :cache.length], v], dim=2))
 
 
-def cache_nbytes(cache: StepCache | list) -> int:
-    """Bytes held by the keys/values and convolution histories of a cache (or list of caches)."""
-    if isinstance(cache, list):
-        return sum(cache_nbytes(c) for c in cache)
-    total = 0
-    for value in cache.values():
-        if isinstance(value, KVCache):
-            total += value.nbytes()
-        elif isinstance(value, torch.Tensor):
-            total += value.numel() * value.element_size()
-    return total
-
-
 class CausalConv1d(nn.Conv1d):
     """Conv1d padded on the left only; with a cache, the left context is the previous call's
     last inputs instead of zeros."""
