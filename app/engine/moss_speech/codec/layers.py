@@ -43,10 +43,11 @@ class KVCache:
         self.lent_length = 0  # positions below this belong to a lender: never written
 
     def fork(self) -> KVCache:
-        """A cache with the same contents that shares the buffers until its first append
-        (then it copies them); the original is never written through a fork."""
+        """A cache with the same contents; both sides copy the shared buffers before their
+        next append, so neither ever writes into the other (e.g. after a ``truncate``)."""
         other = KVCache(self.capacity)
         other._k, other._v, other.length, other.shared = self._k, self._v, self.length, True
+        self.shared = True
         return other
 
     def lease(self) -> KVCache:
