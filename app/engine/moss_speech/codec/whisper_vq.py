@@ -45,21 +45,25 @@ class EncoderLayer(nn.Module):
         self.fc2 = nn.Linear(ffn_dim, d_model)
         self.final_layer_norm = nn.LayerNorm(d_model)
 
-    def forward(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """x: [1, T, D] new positions; cache: keys/values of earlier positions (extended)."""
+    def forward(self, x: torch.Tensor, cache: KVCache, allowed: torch.Tensor) -> torch.Tensor:
+        """x: [1, T, D] new positions; cache: keys/values of earlier positions (extended);
+        allowed: the causal mask from ``causal_mask`` (the same for every layer of a rate)."""
         B, T, D = x.shape
         attn = self.self_attn
         h = self.self_attn_layer_norm(x)
         q, k, v = (proj(h).view(B, T, self.n_heads, -1).transpose(1, 2)
                    for proj in (attn.q_proj, attn.k_proj, attn.v_proj))  # [B, H, T, Dh]
         k, v = cache.append(k, v)
-        past = k.shape[2] - T
-        # query i (absolute past + i) sees keys 0 .. past + i
-        allowed = torch.ones(T, k.shape[2], dtype=torch.bool, device=x.device).tril(past)
+        assert allowed.shape == (T, k.shape[2]), "mask built for another cache length"
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         x = x + attn.out_proj(out.transpose(1, 2).reshape(B, T, D))
         h = self.fc2(F.gelu(self.fc1(self.final_layer_norm(x))))
         return x + h
+
+
+def causal_mask(n_queries: int, past: int, device: torch.device) -> torch.Tensor:
+    """[n_queries, past + n_queries] bool: query i (absolute past + i) sees keys 0 .. past + i."""
+    return torch.ones(n_queries, past + n_queries, dtype=torch.bool, device=device).tril(past)
 
 
 @dataclass
@@ -127,10 +131,14 @@ class WhisperVQEncoder(nn.Module):
             raise ValueError(f"a segment holds at most {self.max_tokens} tokens")
         x = self._embed(features, first, last)
         pool = self.config.pooling_kernel_size
+        # every layer of one rate holds the same positions, so one mask serves them all
+        allowed = causal_mask(x.shape[1], state.kv[0].length if state.kv else 0, x.device)
         for index, layer in enumerate(self.layers):
-            x = layer(x, state.kv[index])
+            x = layer(x, state.kv[index], allowed)
             if index + 1 == self.config.pooling_position:
                 x = F.avg_pool1d(x.transpose(1, 2), pool).transpose(1, 2)  # [1, T/4, D]
+                if index + 1 < len(self.layers):
+                    allowed = causal_mask(x.shape[1], state.kv[index + 1].length, x.device)
         state.n_tokens = last
         return self.quantize(x[0])
 
