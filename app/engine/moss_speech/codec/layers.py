@@ -10,6 +10,8 @@ the same numbers, because every mask is chunk-causal and every convolution causa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -173,3 +175,31 @@ class KVAttention(nn.Module):
         if kv is None:
             kv = cache[self.cache_key] = KVCache()
         return kv.append(k, v)
+
+    def past_length(self, cache: StepCache | None) -> int:
+        """Positions this layer holds in ``cache`` before its next append."""
+        kv = cache.get(self.cache_key) if cache is not None else None
+        if isinstance(kv, FrozenKV):
+            return kv.cache.length
+        return kv.length if isinstance(kv, KVCache) else 0
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """Queries and keys of one stack of attention layers at one rate, built once per forward
+    instead of once per layer: every layer of the stack holds the same positions (they are
+    appended, truncated, forked and frozen together), which ``check`` asserts."""
+
+    start: int  # absolute position of the first query
+    n_keys: int  # positions each layer attends over: its cached ones plus the new ones
+    mask: torch.Tensor | None  # chunk_mask(start, queries, n_keys, chunk)
+
+    @classmethod
+    def build(cls, first: KVAttention | None, cache: StepCache | None, start: int,
+              n_queries: int, chunk: int, device: torch.device) -> ChunkSpan:
+        """``first``: any attention layer of the stack (None: the stack has none)."""
+        n_keys = (first.past_length(cache) if first is not None else 0) + n_queries
+        return cls(start, n_keys, chunk_mask(start, n_queries, n_keys, chunk, device))
+
+    def check(self, n_keys: int) -> None:
+        assert n_keys == self.n_keys, "an attention layer holds other positions than its stack"
