@@ -144,18 +144,20 @@ class WhisperVQEncoder(nn.Module):
 
     def quantize(self, hidden: torch.Tensor) -> torch.Tensor:
         """Nearest codebook entry (squared L2, the reference's addmm form): [T, D] -> [T]."""
-        codebook = self.codebook.weight.float()
+        codebook, norms = self._codebook_tables()
         hidden = hidden.float()
-        distances = torch.addmm(self._codebook_norms() + hidden.pow(2).sum(1, keepdim=True),
+        distances = torch.addmm(norms + hidden.pow(2).sum(1, keepdim=True),
                                 hidden, codebook.t(), alpha=-2.0, beta=1.0)
         return distances.argmin(dim=1)
 
-    def _codebook_norms(self) -> torch.Tensor:
-        """‖c‖² per code, computed once per weight version (reading 16384×1280 every step
-        costs more than the step itself)."""
+    def _codebook_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The float32 codebook and ‖c‖² per code, computed once per weight version (reading
+        16384×1280 every step costs more than the step itself; a bf16 codebook would be
+        converted every step)."""
         weight = self.codebook.weight
         key = (weight.data_ptr(), weight._version, weight.device, weight.dtype)
-        if getattr(self, "_norms_key", None) != key:
-            self._norms = weight.float().pow(2).sum(1)
-            self._norms_key = key
-        return self._norms
+        if getattr(self, "_tables_key", None) != key:
+            codebook = weight.float()
+            self._tables = (codebook, codebook.pow(2).sum(1))
+            self._tables_key = key
+        return self._tables
