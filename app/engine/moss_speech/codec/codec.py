@@ -47,12 +47,11 @@ class MossSpeechCodec:
 
     def __init__(self, config: CodecConfig, encoder: WhisperVQEncoder, hift: HiFTGenerator,
                  speaker: SpeakerEmbedder, *, flow_loader: Callable[[int], Flow],
-                 fingerprint: str, voice_cache_dir: Path | None = None, name: str = "") -> None:
+                 fingerprint: str, voice_cache_dir: Path | None = None) -> None:
         self.config = config
         self.tokenizer = SpeechTokenizer(encoder, config.front_end)
         self.hift = hift
         self.speaker = speaker
-        self.name = name
         self._flow_loader = flow_loader
         self._flows: dict[int, Flow] = {}
         # (voice, chunk, steps, capacity) -> flow state after the reply-independent prompt

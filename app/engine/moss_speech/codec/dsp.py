@@ -93,6 +93,32 @@ def kaldi_mel_filters(n_mels: int = 80) -> np.ndarray:
     return np.concatenate([filters, np.zeros((1, n_mels))], axis=0)  # Nyquist bin weighs 0
 
 
+# Device copies built once per (shape, device): the streaming front end runs every 0.4 s.
+# Shared tensors: callers must never write into them.
+
+
+@lru_cache(maxsize=16)
+def _mel_basis(sample_rate_hz: int, n_fft: int, n_mels: int,
+               device: torch.device) -> torch.Tensor:
+    """Slaney filters (0–8 kHz) as float32 on ``device``: [n_fft//2+1, n_mels]."""
+    filters = slaney_mel_filters(sample_rate_hz, n_fft, n_mels, 0.0, 8000.0)
+    return torch.from_numpy(filters.astype(np.float32)).to(device)
+
+
+@lru_cache(maxsize=16)
+def _hann(n_samples: int, device: torch.device) -> torch.Tensor:
+    """Periodic float32 Hann window on ``device`` (torch.stft's window)."""
+    return torch.hann_window(n_samples, device=device, dtype=torch.float32)
+
+
+@lru_cache(maxsize=8)
+def _fbank_tables(n_mels: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Kaldi's povey window [400] and mel filters [257, n_mels], float64 on ``device``."""
+    window = torch.hann_window(FBANK_FRAME_LENGTH, periodic=False, dtype=torch.float64,
+                               device=device) ** FBANK_POVEY_POWER
+    return window, torch.from_numpy(kaldi_mel_filters(n_mels)).to(device)
+
+
 # ---------------------------------------------------------------------------------------------
 # Whisper log-mel
 
@@ -106,7 +132,7 @@ def whisper_raw_log_mel(pcm_16k: torch.Tensor, n_fft: int, hop: int, n_mels: int
     the end (audio that is still arriving); "slice" computes every full window of the slice.
     """
     x = pcm_16k.to(torch.float32)
-    window = torch.hann_window(n_fft, device=x.device, dtype=torch.float32)
+    window = _hann(n_fft, x.device)
     if mode == "center":
         spec = torch.stft(x, n_fft, hop, window=window, return_complex=True)[..., :-1]
     else:
@@ -118,8 +144,7 @@ def whisper_raw_log_mel(pcm_16k: torch.Tensor, n_fft: int, hop: int, n_mels: int
             return torch.zeros(n_mels, 0, device=x.device)
         spec = torch.stft(x, n_fft, hop, window=window, center=False, return_complex=True)
     power = (spec.abs() ** 2).contiguous()
-    filters = torch.from_numpy(slaney_mel_filters(16000, n_fft, n_mels, 0.0, 8000.0)).to(
-        device=x.device, dtype=torch.float32)
+    filters = _mel_basis(16000, n_fft, n_mels, x.device)
     return torch.clamp(filters.T @ power, min=WHISPER_LOG_FLOOR).log10()
 
 
@@ -144,12 +169,11 @@ def prompt_mel(pcm_24k: torch.Tensor, n_mels: int = 80) -> torch.Tensor:
     """Matcha/HiFi-GAN mel of a 24 kHz waveform: [frames, n_mels], frames = len // 480."""
     pad = (PROMPT_N_FFT - PROMPT_HOP) // 2
     x = F.pad(pcm_24k.to(torch.float32)[None, None], (pad, pad), mode="reflect")[0, 0]
-    window = torch.hann_window(PROMPT_N_FFT, device=x.device, dtype=torch.float32)
+    window = _hann(PROMPT_N_FFT, x.device)
     spec = torch.stft(x, PROMPT_N_FFT, PROMPT_HOP, PROMPT_N_FFT, window=window, center=False,
                       return_complex=True)
     magnitude = torch.sqrt(spec.real ** 2 + spec.imag ** 2 + PROMPT_MAGNITUDE_EPS)
-    filters = torch.from_numpy(slaney_mel_filters(
-        PROMPT_SAMPLE_RATE_HZ, PROMPT_N_FFT, n_mels, 0.0, 8000.0).astype(np.float32)).to(x.device)
+    filters = _mel_basis(PROMPT_SAMPLE_RATE_HZ, PROMPT_N_FFT, n_mels, x.device)
     mel = filters.T @ magnitude  # [n_mels, frames]
     return torch.log(torch.clamp(mel, min=PROMPT_LOG_FLOOR)).T.contiguous()
 
@@ -164,11 +188,9 @@ def kaldi_fbank(pcm_16k: torch.Tensor, n_mels: int = 80) -> torch.Tensor:
     frames = frames - frames.mean(dim=-1, keepdim=True)
     previous = torch.cat([frames[:, :1], frames[:, :-1]], dim=-1)
     frames = frames - FBANK_PREEMPHASIS * previous
-    window = torch.hann_window(FBANK_FRAME_LENGTH, periodic=False, dtype=torch.float64,
-                               device=x.device) ** FBANK_POVEY_POWER
+    window, filters = _fbank_tables(n_mels, x.device)
     frames = F.pad(frames * window, (0, FBANK_FFT - FBANK_FRAME_LENGTH))
     power = torch.fft.rfft(frames).abs() ** 2  # [N, 257]
-    filters = torch.from_numpy(kaldi_mel_filters(n_mels)).to(x.device)
     energies = power @ filters
     return torch.clamp(energies, min=FBANK_EPS).log().to(torch.float32)
 

@@ -128,13 +128,20 @@ class Flow(nn.Module):
         else:
             h = self.encoder(emb[:, :-lookahead], emb[:, -lookahead:], chunk)
         mu = self.encoder_proj(h).transpose(1, 2)  # [1, 80, T]
-        frames = mu.shape[2]
-        prompt_frames = prompt_feat.shape[0]
-        mel = self.decoder.solve(self.decoder.noise(0, frames, mu.dtype), mu,
-                                 self.speaker(xvector), self.condition(prompt_feat, 0, frames),
-                                 chunk * self.config.token_mel_ratio,
-                                 n_timesteps or self.config.n_timesteps)
-        return mel[:, :, prompt_frames:]
+        mel = self.solve_frames(mu, 0, self.speaker(xvector), prompt_feat, chunk,
+                                n_timesteps or self.config.n_timesteps)
+        return mel[:, :, prompt_feat.shape[0]:]
+
+    def solve_frames(self, mu: torch.Tensor, start_frame: int, spks: torch.Tensor,
+                     prompt_feat: torch.Tensor, chunk: int, n_timesteps: int,
+                     caches: list[StepCache] | None = None) -> torch.Tensor:
+        """The CFM for mel frames [start_frame, start_frame + F) given their encoder output
+        ``mu`` [1, 80, F]: the fixed noise and prompt condition of those frames, attention
+        chunks of ``chunk`` tokens. Returns the mel [1, 80, F] (float32)."""
+        end_frame = start_frame + mu.shape[2]
+        return self.decoder.solve(self.decoder.noise(start_frame, end_frame, mu.dtype), mu, spks,
+                                  self.condition(prompt_feat, start_frame, end_frame),
+                                  chunk * self.config.token_mel_ratio, n_timesteps, caches)
 
 
 def check_codes(codes: torch.Tensor) -> None:

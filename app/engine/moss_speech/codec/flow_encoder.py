@@ -10,13 +10,14 @@ blocks at the mel frame rate → LayerNorm. Widths are parameters here (the refe
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from app.engine.moss_speech.codec.config import FlowEncoderConfig
-from app.engine.moss_speech.codec.layers import CausalConv1d, KVAttention, StepCache, chunk_mask
+from app.engine.moss_speech.codec.layers import CausalConv1d, ChunkSpan, KVAttention, StepCache
 
 CONFORMER_LN_EPS = 1e-12
 
@@ -62,18 +63,18 @@ class RelPositionAttention(KVAttention):
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(x.shape[0], x.shape[1], self.h, self.d_k).transpose(1, 2)  # [B, H, T, Dk]
 
-    def forward(self, x: torch.Tensor, start: int, chunk: int,
+    def forward(self, x: torch.Tensor, span: ChunkSpan, pos: torch.Tensor,
                 cache: StepCache | None) -> torch.Tensor:
-        """x: [B, T, D] at absolute positions start .. start+T−1."""
+        """x: [B, T, D] at absolute positions span.start .. span.start+T−1; pos: the level's
+        ``relative_positions`` table [1, Tk + T − 1, D] (distances start+T−1 down to −(T−1))."""
         B, T, D = x.shape
         q = self._heads(self.linear_q(x))
         k, v = self.keys_values(self._heads(self.linear_k(x)), self._heads(self.linear_v(x)),
                                 cache)
         n_keys = k.shape[2]
+        span.check(n_keys)
         ac = torch.matmul(q + self.pos_bias_u[:, None], k.transpose(-2, -1))  # [B, H, T, Tk]
-        # relative distances i − j run from start+T−1 down to −(T−1): R = Tk + T − 1 of them
         count = n_keys + T - 1
-        pos = relative_positions(start + T - 1, count, D, x.device, x.dtype)
         p = self.linear_pos(pos).view(1, count, self.h, self.d_k).transpose(1, 2)
         bd_full = torch.matmul(q + self.pos_bias_v[:, None], p.transpose(-2, -1))  # [B,H,T,R]
         bd_full = bd_full.contiguous()
@@ -81,9 +82,8 @@ class RelPositionAttention(KVAttention):
         bd = bd_full.as_strided((B, self.h, T, n_keys),
                                 (self.h * T * count, T * count, count - 1, 1), T - 1)
         scores = (ac + bd) / math.sqrt(self.d_k)
-        allowed = chunk_mask(start, T, n_keys, chunk, x.device)
-        if allowed is not None:
-            scores = scores.masked_fill(~allowed, float("-inf"))
+        if span.mask is not None:
+            scores = scores.masked_fill(~span.mask, float("-inf"))
         out = torch.matmul(torch.softmax(scores, dim=-1), v)
         return self.linear_out(out.transpose(1, 2).reshape(B, T, D))
 
@@ -108,9 +108,9 @@ class ConformerLayer(nn.Module):
         self.norm_mha = nn.LayerNorm(d_model, eps=CONFORMER_LN_EPS)
         self.norm_ff = nn.LayerNorm(d_model, eps=CONFORMER_LN_EPS)
 
-    def forward(self, x: torch.Tensor, start: int, chunk: int,
+    def forward(self, x: torch.Tensor, span: ChunkSpan, pos: torch.Tensor,
                 cache: StepCache | None) -> torch.Tensor:
-        x = x + self.self_attn(self.norm_mha(x), start, chunk, cache)
+        x = x + self.self_attn(self.norm_mha(x), span, pos, cache)
         return x + self.feed_forward(self.norm_ff(x))
 
 
@@ -176,13 +176,26 @@ class UpsampleConformerEncoder(nn.Module):
         x = self.embed(tokens)
         ctx = self.embed(context) if context is not None and context.shape[1] else None
         x = self.pre_lookahead_layer(x, ctx, cache)
-        for layer in self.encoders:
-            x = layer(x, start, chunk, cache)
+        x = self._conformers(self.encoders, x, start, chunk, cache)
         stride = self.config.upsample_stride
         x = self.up_layer(x.transpose(1, 2), cache).transpose(1, 2)
         x = self.up_embed(x)
-        for layer in self.up_encoders:
-            x = layer(x, start * stride, chunk * stride, cache)
+        x = self._conformers(self.up_encoders, x, start * stride, chunk * stride, cache)
         if cache is not None:
             cache["tokens"] = start + tokens.shape[1]
         return self.after_norm(x)
+
+    @staticmethod
+    def _conformers(layers: nn.ModuleList, x: torch.Tensor, start: int, chunk: int,
+                    cache: StepCache | None) -> torch.Tensor:
+        """The conformer blocks of one rate; their chunk mask and relative-position table
+        depend only on the positions, which all blocks share, so they are built once here."""
+        if not len(layers):
+            return x
+        T, D = x.shape[1], x.shape[2]
+        first = cast(ConformerLayer, layers[0]).self_attn
+        span = ChunkSpan.build(first, cache, start, T, chunk, x.device)
+        pos = relative_positions(start + T - 1, span.n_keys + T - 1, D, x.device, x.dtype)
+        for layer in layers:
+            x = layer(x, span, pos, cache)
+        return x

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from app.engine.moss_speech.codec.config import EstimatorConfig
-from app.engine.moss_speech.codec.layers import CausalConv1d, KVAttention, StepCache, chunk_mask
+from app.engine.moss_speech.codec.layers import CausalConv1d, ChunkSpan, KVAttention, StepCache
 
 
 class CausalBlock1D(nn.Module):
@@ -61,8 +61,7 @@ class Attention(KVAttention):
         self.to_v = nn.Linear(dim, inner, bias=False)
         self.to_out = nn.ModuleList([nn.Linear(inner, dim)])
 
-    def forward(self, x: torch.Tensor, start: int, chunk: int,
-                cache: StepCache | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, span: ChunkSpan, cache: StepCache | None) -> torch.Tensor:
         B, T, _ = x.shape
 
         def heads(t: torch.Tensor) -> torch.Tensor:
@@ -70,8 +69,8 @@ class Attention(KVAttention):
 
         q = heads(self.to_q(x))
         k, v = self.keys_values(heads(self.to_k(x)), heads(self.to_v(x)), cache)
-        allowed = chunk_mask(start, T, k.shape[2], chunk, x.device)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        span.check(k.shape[2])
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=span.mask)
         return self.to_out[0](out.transpose(1, 2).reshape(B, T, -1))
 
 
@@ -105,9 +104,8 @@ class TransformerBlock(nn.Module):
         self.norm3 = nn.LayerNorm(dim)
         self.ff = FeedForward(dim)
 
-    def forward(self, x: torch.Tensor, start: int, chunk: int,
-                cache: StepCache | None) -> torch.Tensor:
-        x = x + self.attn1(self.norm1(x), start, chunk, cache)
+    def forward(self, x: torch.Tensor, span: ChunkSpan, cache: StepCache | None) -> torch.Tensor:
+        x = x + self.attn1(self.norm1(x), span, cache)
         return x + self.ff(self.norm3(x))
 
 
@@ -172,14 +170,17 @@ class CausalConditionalDecoder(nn.Module):
         start = cache.get("frames", 0) if cache is not None else 0
         time_emb = self.time_mlp(sinusoidal_time(t, self.config.in_channels).to(t.dtype))
         h = torch.cat([x, mu, spks[:, :, None].expand(-1, -1, x.shape[2]), cond], dim=1)
+        resnet, blocks, downsample = _level(self.down_blocks[0])
+        # no level resamples, so every block attends over the same positions: one mask for all
+        first = cast(TransformerBlock, blocks[0]).attn1 if len(blocks) else None
+        span = ChunkSpan.build(first, cache, start, x.shape[2], chunk, x.device)
 
         def attend(blocks: nn.ModuleList, h: torch.Tensor) -> torch.Tensor:
             h = h.transpose(1, 2)
             for block in blocks:
-                h = block(h, start, chunk, cache)
+                h = block(h, span, cache)
             return h.transpose(1, 2)
 
-        resnet, blocks, downsample = _level(self.down_blocks[0])
         h = attend(blocks, resnet(h, time_emb, cache))
         skip = h
         h = downsample(h, cache) if downsample is not None else h

@@ -211,7 +211,8 @@ class FlowStream:
         if self.frozen_tokens is None and limit is not None and last > limit:
             self.frozen_tokens = first  # the next state would not fit: bounded from here on
         if self.frozen_tokens is None:
-            mel = self._solve(mu, first, last, self.estimator_caches)
+            mel = flow.solve_frames(mu, first * ratio, self.spks, self.prompt_feat, flow.chunk,
+                                    self.n_timesteps, self.estimator_caches)
         else:
             since = self.frozen_tokens
             tail = mu if first == since or self._mu_tail is None else torch.cat(
@@ -219,20 +220,11 @@ class FlowStream:
             self._mu_tail = tail
             frozen = [{key: value.reader() if isinstance(value, KVCache) else value
                        for key, value in cache.items()} for cache in self.estimator_caches]
-            mel = self._solve(tail, since, last, frozen)[:, :, (first - since) * ratio:]
+            mel = flow.solve_frames(tail, since * ratio, self.spks, self.prompt_feat, flow.chunk,
+                                    self.n_timesteps, frozen)[:, :, (first - since) * ratio:]
         self.tokens_done = last
         prompt_frames = self.prompt_feat.shape[0]
         return mel[:, :, max(0, prompt_frames - first * ratio):]
-
-    def _solve(self, mu: torch.Tensor, first: int, last: int,
-               caches: list[StepCache]) -> torch.Tensor:
-        """The CFM for tokens [first, last) given their encoder output ``mu`` [1, 80, F]."""
-        flow, ratio = self.flow, self.flow.config.token_mel_ratio
-        start_frame, end_frame = first * ratio, last * ratio
-        return flow.decoder.solve(flow.decoder.noise(start_frame, end_frame, mu.dtype), mu,
-                                  self.spks, flow.condition(self.prompt_feat, start_frame,
-                                                            end_frame),
-                                  flow.chunk * ratio, self.n_timesteps, caches)
 
     @classmethod
     @torch.inference_mode()

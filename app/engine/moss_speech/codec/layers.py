@@ -10,6 +10,8 @@ the same numbers, because every mask is chunk-causal and every convolution causa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -43,10 +45,11 @@ class KVCache:
         self.lent_length = 0  # positions below this belong to a lender: never written
 
     def fork(self) -> KVCache:
-        """A cache with the same contents that shares the buffers until its first append
-        (then it copies them); the original is never written through a fork."""
+        """A cache with the same contents; both sides copy the shared buffers before their
+        next append, so neither ever writes into the other (e.g. after a ``truncate``)."""
         other = KVCache(self.capacity)
         other._k, other._v, other.length, other.shared = self._k, self._v, self.length, True
+        self.shared = True
         return other
 
     def lease(self) -> KVCache:
@@ -121,19 +124,6 @@ class FrozenKV:
                 torch.cat([cache._v[:, :, :cache.length], v], dim=2))
 
 
-def cache_nbytes(cache: StepCache | list) -> int:
-    """Bytes held by the keys/values and convolution histories of a cache (or list of caches)."""
-    if isinstance(cache, list):
-        return sum(cache_nbytes(c) for c in cache)
-    total = 0
-    for value in cache.values():
-        if isinstance(value, KVCache):
-            total += value.nbytes()
-        elif isinstance(value, torch.Tensor):
-            total += value.numel() * value.element_size()
-    return total
-
-
 class CausalConv1d(nn.Conv1d):
     """Conv1d padded on the left only; with a cache, the left context is the previous call's
     last inputs instead of zeros."""
@@ -185,3 +175,31 @@ class KVAttention(nn.Module):
         if kv is None:
             kv = cache[self.cache_key] = KVCache()
         return kv.append(k, v)
+
+    def past_length(self, cache: StepCache | None) -> int:
+        """Positions this layer holds in ``cache`` before its next append."""
+        kv = cache.get(self.cache_key) if cache is not None else None
+        if isinstance(kv, FrozenKV):
+            return kv.cache.length
+        return kv.length if isinstance(kv, KVCache) else 0
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """Queries and keys of one stack of attention layers at one rate, built once per forward
+    instead of once per layer: every layer of the stack holds the same positions (they are
+    appended, truncated, forked and frozen together), which ``check`` asserts."""
+
+    start: int  # absolute position of the first query
+    n_keys: int  # positions each layer attends over: its cached ones plus the new ones
+    mask: torch.Tensor | None  # chunk_mask(start, queries, n_keys, chunk)
+
+    @classmethod
+    def build(cls, first: KVAttention | None, cache: StepCache | None, start: int,
+              n_queries: int, chunk: int, device: torch.device) -> ChunkSpan:
+        """``first``: any attention layer of the stack (None: the stack has none)."""
+        n_keys = (first.past_length(cache) if first is not None else 0) + n_queries
+        return cls(start, n_keys, chunk_mask(start, n_queries, n_keys, chunk, device))
+
+    def check(self, n_keys: int) -> None:
+        assert n_keys == self.n_keys, "an attention layer holds other positions than its stack"

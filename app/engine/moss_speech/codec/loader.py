@@ -170,7 +170,7 @@ def load_codec(codec_dir: Path | str, device: torch.device | str = "cpu",
         raise CodecLoadError(str(exc)) from exc
     codec = MossSpeechCodec(config, encoder, hift, speaker, flow_loader=flow_loader,
                             fingerprint=codec_fingerprint(folder, config),
-                            voice_cache_dir=voice_cache_dir, name=str(folder))
+                            voice_cache_dir=voice_cache_dir)
     codec.flow(0)
     for chunk in streaming_chunks:
         codec.flow(chunk)

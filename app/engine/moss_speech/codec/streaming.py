@@ -76,7 +76,6 @@ class StreamDecoder:
         self.codes = torch.zeros(0, dtype=torch.long)
         self.cursor = 0  # reply codes whose mel has been produced
         self.steps = 0
-        self.samples_out = 0
         self.finished = False
         self.flow_stats = FlowStats()
         self._flow_stream: FlowStream | None = None
@@ -196,5 +195,4 @@ class StreamDecoder:
 
     def _emit(self, pieces: list[torch.Tensor]) -> np.ndarray:
         out = torch.cat(pieces).numpy() if pieces else np.zeros(0, dtype=np.float32)
-        self.samples_out += len(out)
         return out.astype(np.float32, copy=False)

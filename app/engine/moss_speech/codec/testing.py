@@ -117,7 +117,7 @@ def build_random_codec(config: CodecConfig, device: torch.device | str = "cpu",
 
     return MossSpeechCodec(config, encoder, hift, SpeakerEmbedder(tiny_speaker_model(config, seed)),
                            flow_loader=flow_loader, fingerprint=f"random-{seed}",
-                           voice_cache_dir=voice_cache_dir, name="random")
+                           voice_cache_dir=voice_cache_dir)
 
 
 def _whisper_json(config: CodecConfig) -> dict:

@@ -127,10 +127,7 @@ class _Segment:
         other = _Segment.__new__(_Segment)
         other.__dict__.update(self.__dict__)
         other.codes = list(self.codes)
-        forks = [cache.fork() for cache in self.state.kv]
-        for cache in self.state.kv:
-            cache.shared = True  # a later truncate-and-append must not write into the fork
-        other.state = EncoderState(self.state.n_tokens, forks)
+        other.state = EncoderState(self.state.n_tokens, [cache.fork() for cache in self.state.kv])
         return other
 
     def close(self, padded_samples: int) -> None:

@@ -45,21 +45,25 @@ class EncoderLayer(nn.Module):
         self.fc2 = nn.Linear(ffn_dim, d_model)
         self.final_layer_norm = nn.LayerNorm(d_model)
 
-    def forward(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """x: [1, T, D] new positions; cache: keys/values of earlier positions (extended)."""
+    def forward(self, x: torch.Tensor, cache: KVCache, allowed: torch.Tensor) -> torch.Tensor:
+        """x: [1, T, D] new positions; cache: keys/values of earlier positions (extended);
+        allowed: the causal mask from ``causal_mask`` (the same for every layer of a rate)."""
         B, T, D = x.shape
         attn = self.self_attn
         h = self.self_attn_layer_norm(x)
         q, k, v = (proj(h).view(B, T, self.n_heads, -1).transpose(1, 2)
                    for proj in (attn.q_proj, attn.k_proj, attn.v_proj))  # [B, H, T, Dh]
         k, v = cache.append(k, v)
-        past = k.shape[2] - T
-        # query i (absolute past + i) sees keys 0 .. past + i
-        allowed = torch.ones(T, k.shape[2], dtype=torch.bool, device=x.device).tril(past)
+        assert allowed.shape == (T, k.shape[2]), "mask built for another cache length"
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         x = x + attn.out_proj(out.transpose(1, 2).reshape(B, T, D))
         h = self.fc2(F.gelu(self.fc1(self.final_layer_norm(x))))
         return x + h
+
+
+def causal_mask(n_queries: int, past: int, device: torch.device) -> torch.Tensor:
+    """[n_queries, past + n_queries] bool: query i (absolute past + i) sees keys 0 .. past + i."""
+    return torch.ones(n_queries, past + n_queries, dtype=torch.bool, device=device).tril(past)
 
 
 @dataclass
@@ -127,27 +131,33 @@ class WhisperVQEncoder(nn.Module):
             raise ValueError(f"a segment holds at most {self.max_tokens} tokens")
         x = self._embed(features, first, last)
         pool = self.config.pooling_kernel_size
+        # every layer of one rate holds the same positions, so one mask serves them all
+        allowed = causal_mask(x.shape[1], state.kv[0].length if state.kv else 0, x.device)
         for index, layer in enumerate(self.layers):
-            x = layer(x, state.kv[index])
+            x = layer(x, state.kv[index], allowed)
             if index + 1 == self.config.pooling_position:
                 x = F.avg_pool1d(x.transpose(1, 2), pool).transpose(1, 2)  # [1, T/4, D]
+                if index + 1 < len(self.layers):
+                    allowed = causal_mask(x.shape[1], state.kv[index + 1].length, x.device)
         state.n_tokens = last
         return self.quantize(x[0])
 
     def quantize(self, hidden: torch.Tensor) -> torch.Tensor:
         """Nearest codebook entry (squared L2, the reference's addmm form): [T, D] -> [T]."""
-        codebook = self.codebook.weight.float()
+        codebook, norms = self._codebook_tables()
         hidden = hidden.float()
-        distances = torch.addmm(self._codebook_norms() + hidden.pow(2).sum(1, keepdim=True),
+        distances = torch.addmm(norms + hidden.pow(2).sum(1, keepdim=True),
                                 hidden, codebook.t(), alpha=-2.0, beta=1.0)
         return distances.argmin(dim=1)
 
-    def _codebook_norms(self) -> torch.Tensor:
-        """‖c‖² per code, computed once per weight version (reading 16384×1280 every step
-        costs more than the step itself)."""
+    def _codebook_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The float32 codebook and ‖c‖² per code, computed once per weight version (reading
+        16384×1280 every step costs more than the step itself; a bf16 codebook would be
+        converted every step)."""
         weight = self.codebook.weight
         key = (weight.data_ptr(), weight._version, weight.device, weight.dtype)
-        if getattr(self, "_norms_key", None) != key:
-            self._norms = weight.float().pow(2).sum(1)
-            self._norms_key = key
-        return self._norms
+        if getattr(self, "_tables_key", None) != key:
+            codebook = weight.float()
+            self._tables = (codebook, codebook.pow(2).sum(1))
+            self._tables_key = key
+        return self._tables
