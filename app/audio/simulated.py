@@ -100,13 +100,8 @@ class RoomRecording:
         self.sample_rate_hz = int(sample_rate_hz)
         self.keep_audio = keep_audio
         self._blocks: list[tuple[int, np.ndarray]] = []
-        self.samples_played = 0
-        self.peak = 0.0
 
     def write(self, block: np.ndarray, dac_time_s: float, rate_hz: int) -> None:
-        self.samples_played += len(block)
-        if len(block):
-            self.peak = max(self.peak, float(np.max(np.abs(block))))
         if self.keep_audio and np.any(block):
             if rate_hz != self.sample_rate_hz:
                 raise ValueError("all simulated speakers share the recording's sample rate")
