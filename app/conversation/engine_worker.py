@@ -84,7 +84,7 @@ class _Heard:
 
 @dataclass(frozen=True)
 class _Call:
-    name: str  # "reset", "swap", "settings", "idle" or "stop"
+    name: str  # "swap", "settings", "idle" or "stop"
     build: Callable[[], Engine] | None = None
     settings: Settings | None = None
 
@@ -132,9 +132,6 @@ class EngineWorker:
         self._thread.start()
         self._prepared.wait()
 
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
-
     # ---- commands (any thread; never block) -------------------------------------------------
 
     def feed(self, turn_id: int, pcm_16k: np.ndarray) -> None:
@@ -150,9 +147,6 @@ class EngineWorker:
 
     def heard(self, turn_id: int, heard_samples: int, sample_rate_hz: int) -> None:
         self._post(_Heard(turn_id, heard_samples, sample_rate_hz))
-
-    def reset(self) -> None:
-        self._post(_Call("reset"))
 
     def apply_settings(self, settings: Settings) -> None:
         """Settings that do not rebuild the engine (``Engine.apply_settings``)."""
@@ -230,8 +224,6 @@ class EngineWorker:
             except Exception as exc:
                 log.exception("reply_heard failed")
                 self._send(0, failure_event(command.turn_id, exc))
-        elif command.name == "reset":
-            self._timed(self._engine.reset)
         elif command.name == "settings" and command.settings is not None:
             self._apply_settings(command.settings)
         elif command.name == "idle":

@@ -211,7 +211,7 @@ class Pipeline:
 
     def pump(self) -> None:
         """Handle everything posted since the last call (control first, then data)."""
-        control, data, _ = self._inbox.take()
+        control, data = self._inbox.take()
         for item in control:
             self._control(item)
         for item in data:
