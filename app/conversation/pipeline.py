@@ -37,7 +37,7 @@ from app.conversation.event_hub import EventHub
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener, TurnFeed
 from app.conversation.metrics import TurnMetrics
-from app.conversation.replies import ReplyRoutes, Route
+from app.conversation.replies import DEFAULT_REPLY_RATE_HZ, ReplyRoutes, Route
 from app.engine.base import (
     Engine,
     EngineEvent,
@@ -291,7 +291,8 @@ class Pipeline:
         if self._io.player is not None and self._io.player.active_turn_id == a.turn_id:
             self._io.player.flush(self.clock.now())
         else:
-            self._reply_over(a.turn_id, 0, 24000, self.clock.now(), interrupted=True)
+            self._reply_over(a.turn_id, 0, DEFAULT_REPLY_RATE_HZ, self.clock.now(),
+                             interrupted=True)
 
     def _on_duck(self, a: t.DuckSet) -> None:
         if self._io.player is not None:
@@ -340,9 +341,7 @@ class Pipeline:
 
     def _deliver(self, route: Route, event: EngineEvent, ready_s: float) -> None:
         if isinstance(event, ReplyAudio):
-            if route.first_audio_s is None:
-                route.first_audio_s = ready_s
-                self.metrics.engine_audio(route.turn_id, ready_s)
+            self.metrics.engine_audio(route.turn_id, ready_s)  # it keeps the turn's first
             self._routes.play(route, event)
         elif isinstance(event, ReplyText):
             self._emit(ev.TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
@@ -351,9 +350,9 @@ class Pipeline:
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
                 self._emit(ev.ErrorReported(event.category, event.message, event.advice))
-            route.done = True
             if self._io.player is None:
-                self._reply_over(route.turn_id, 0, 24000, self.clock.now(), interrupted=False)
+                self._reply_over(route.turn_id, 0, DEFAULT_REPLY_RATE_HZ, self.clock.now(),
+                                 interrupted=False)
             else:
                 self._routes.play(route, event)
 
@@ -373,7 +372,7 @@ class Pipeline:
             return
         self._last_finished_turn = turn_id
         route = self._routes.for_turn(turn_id)
-        reply_rate = route.reply_rate_hz if route is not None else 24000
+        reply_rate = route.reply_rate_hz if route is not None else DEFAULT_REPLY_RATE_HZ
         heard_ms = heard_samples / rate_hz * 1000
         self._worker.heard(turn_id, round(heard_samples * reply_rate / rate_hz), reply_rate)
         record = self.metrics.finished(turn_id, heard_ms, t_s)
