@@ -107,20 +107,20 @@ class VoiceRecorder:
         with self._lock:
             pcm = np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.float32)
         if self.rate_hz and self.rate_hz < PROMPT_MIN_RATE_HZ:
-            import soxr
+            from app.audio.resample import resample  # lazy: soxr only when needed
 
-            return (soxr.resample(pcm, self.rate_hz, PROMPT_MIN_RATE_HZ).astype(np.float32),
-                    PROMPT_MIN_RATE_HZ)
+            return resample(pcm, self.rate_hz, PROMPT_MIN_RATE_HZ), PROMPT_MIN_RATE_HZ
         return pcm, self.rate_hz
 
     def write_wav(self, path: Path) -> None:
         """16-bit mono WAV at the microphone's rate (16 kHz or more); raises OSError."""
-        import soundfile
+        import soundfile  # lazy: importing the pipeline does not load soundfile
+
+        from app.audio.simulated import write_wav
 
         pcm, rate_hz = self.audio()
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            soundfile.write(str(path), np.clip(pcm, -1.0, 1.0), rate_hz, subtype="PCM_16")
+            write_wav(path, pcm, rate_hz)
         except (RuntimeError, soundfile.LibsndfileError) as exc:
             raise OSError(str(exc)) from exc
 
