@@ -97,7 +97,6 @@ class Pipeline:
         self._speculative_seq: int | None = None
         self._thread: threading.Thread | None = None
         self._running = False
-        self._origin_set = False
         self._stop_lock = threading.Lock()
         self._stopped = False
         self._released = threading.Event()  # set when stop() has released everything
@@ -216,10 +215,10 @@ class Pipeline:
             self._control(item)
         for item in data:
             self._worker_event(item)
-        for update in self._listener.process():
-            if not self._origin_set and self._listener.first_sample_s is not None:
-                self.metrics.origin_s = self._listener.first_sample_s
-                self._origin_set = True
+        updates = self._listener.process()
+        if updates and self._listener.first_sample_s is not None:  # set once, then the same
+            self.metrics.origin_s = self._listener.first_sample_s
+        for update in updates:
             self._run(self._controller.on_vad(update, self.clock.now(),
                                               self._echo.echo_guard))
         self._turn_feed.pump(self._controller.user_turn_id)
