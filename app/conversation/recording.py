@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.audio.acoustic_check import apply_fades
+
 LEVEL_WINDOW_S = 0.1  # the meter and the recording progress update ~10 times a second
 SILENCE_DBFS = -120.0
 MAX_PENDING_WINDOWS = 50  # a reader that stopped reading does not grow memory
@@ -135,11 +137,7 @@ class ToneSource:
         frequency_hz = min(max(frequency_hz, 20.0), 0.45 * self.rate_hz)
         t = np.arange(count) / self.rate_hz
         tone = amplitude * np.sin(2 * np.pi * frequency_hz * t)
-        fade = min(count // 2, round(self.rate_hz * fade_ms / 1000))
-        if fade:
-            ramp = 0.5 - 0.5 * np.cos(np.pi * np.arange(fade) / fade)
-            tone[:fade] *= ramp
-            tone[count - fade:] *= ramp[::-1]
+        apply_fades(tone, min(count // 2, round(self.rate_hz * fade_ms / 1000)))
         self.samples = tone.astype(np.float32)  # [count]
         self._position = 0
         self.end_dac_s: float | None = None  # when the last sample reaches the speaker
