@@ -51,16 +51,22 @@ HALF_DUPLEX_ERL_DB = -12.0
 TIMEOUT_S = 5.0  # no speaker or no microphone callbacks for this long: give up
 
 
+def apply_fades(signal: np.ndarray, fade: int) -> None:
+    """Raised-cosine fade-in and fade-out over ``fade`` samples each, in place (no click)."""
+    if fade <= 0:
+        return
+    ramp = 0.5 * (1 - np.cos(np.pi * np.arange(fade) / fade))
+    signal[:fade] *= ramp
+    signal[len(signal) - fade:] *= ramp[::-1]
+
+
 def log_sweep(rate_hz: int, duration_s: float = CHIRP_S, f0_hz: float = F0_HZ,
               f1_hz: float = F1_HZ, level: float = LEVEL) -> np.ndarray:
     """Exponential sine sweep with 10 ms raised-cosine fades; [samples] float32."""
     t = np.arange(int(duration_s * rate_hz)) / rate_hz
     rate = np.log(f1_hz / f0_hz) / duration_s
     sweep = np.sin(2 * np.pi * f0_hz * (np.exp(rate * t) - 1.0) / rate)
-    fade = min(len(t) // 2, int(FADE_S * rate_hz))
-    ramp = 0.5 * (1 - np.cos(np.pi * np.arange(fade) / fade))
-    sweep[:fade] *= ramp
-    sweep[len(t) - fade:] *= ramp[::-1]
+    apply_fades(sweep, min(len(t) // 2, int(FADE_S * rate_hz)))
     return (level * sweep).astype(np.float32)
 
 

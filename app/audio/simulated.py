@@ -56,6 +56,11 @@ def write_wav(path: Path | str, pcm: np.ndarray, sample_rate_hz: int) -> None:
     sf.write(str(path), np.clip(pcm, -1.0, 1.0), sample_rate_hz, subtype="PCM_16")
 
 
+def _frame_at(t_s: float, rate_hz: int) -> int:
+    """Frames complete by virtual time ``t_s`` (a hair of slack for float error)."""
+    return int(np.floor(t_s * rate_hz + 1e-9))
+
+
 class SimulatedMicrophone:
     """Recorded audio played into the input callback; silence after its end."""
 
@@ -100,13 +105,8 @@ class RoomRecording:
         self.sample_rate_hz = int(sample_rate_hz)
         self.keep_audio = keep_audio
         self._blocks: list[tuple[int, np.ndarray]] = []
-        self.samples_played = 0
-        self.peak = 0.0
 
     def write(self, block: np.ndarray, dac_time_s: float, rate_hz: int) -> None:
-        self.samples_played += len(block)
-        if len(block):
-            self.peak = max(self.peak, float(np.max(np.abs(block))))
         if self.keep_audio and np.any(block):
             if rate_hz != self.sample_rate_hz:
                 raise ValueError("all simulated speakers share the recording's sample rate")
@@ -189,7 +189,7 @@ class SimulatedBackend:
         rate = self.microphone.sample_rate_hz
         if sample_rate_hz not in (None, rate):
             raise DeviceUnavailableError(f"{device.name} records at {rate} Hz only")
-        position = int(np.floor(self._now_s * rate + 1e-9))
+        position = _frame_at(self._now_s, rate)
         return self._add(_SimStream("input", device.name, rate, self.microphone.channels, 0.0,
                                     callback, on_lost, position))
 
@@ -200,7 +200,7 @@ class SimulatedBackend:
         rate = self.output_rate_hz
         if sample_rate_hz not in (None, rate):
             raise DeviceUnavailableError(f"{device.name} plays at {rate} Hz only")
-        position = int(np.floor(self._now_s * rate + 1e-9))
+        position = _frame_at(self._now_s, rate)
         return self._add(_SimStream("output", device.name, rate, 1, self.output_latency_s,
                                     callback, on_lost, position))
 
@@ -211,7 +211,7 @@ class SimulatedBackend:
         self._now_s = now_s
         self._apply_failures(now_s)
         for stream in self._live("input"):
-            end = int(np.floor(now_s * stream.sample_rate_hz + 1e-9))
+            end = _frame_at(now_s, stream.sample_rate_hz)
             if end > stream.position:
                 block = self.microphone.read(stream.position, end - stream.position)
                 if self.echo_path is not None:
@@ -225,9 +225,8 @@ class SimulatedBackend:
         self._now_s = now_s
         for stream in self._live("output"):
             # A stream never renders audio for a time already past (e.g. just opened).
-            stream.position = max(stream.position,
-                                  int(np.floor(now_s * stream.sample_rate_hz + 1e-9)))
-            end = int(np.floor((now_s + block_s) * stream.sample_rate_hz + 1e-9))
+            stream.position = max(stream.position, _frame_at(now_s, stream.sample_rate_hz))
+            end = _frame_at(now_s + block_s, stream.sample_rate_hz)
             frames = end - stream.position
             if frames <= 0:
                 continue

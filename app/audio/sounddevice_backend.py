@@ -108,13 +108,11 @@ class _SdStream:
         block_frames = max(1, round(rate * block_ms / 1000))
         self.device_name = device.name
         self.sample_rate_hz = rate
-        self._direction = direction
         self._callback = callback
         self._on_lost = on_lost
         self._closing = False
         self._lost_reported = False
         self._mono = np.zeros(max(block_frames, 1) * 4, dtype=np.float32)
-        self.xruns = 0
         self.last_callback_monotonic = time.monotonic()
         limit = device.max_input_channels if direction == "input" else device.max_output_channels
         self.channels = max(1, min(2, limit))
@@ -155,8 +153,6 @@ class _SdStream:
     def _on_input(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         now = time.monotonic()
         self.last_callback_monotonic = now
-        if status:
-            self.xruns += 1
         delay = time_info.currentTime - time_info.inputBufferAdcTime
         ok = time_info.inputBufferAdcTime > 0 and 0 <= delay < MAX_PLAUSIBLE_DELAY_S
         adc = now - delay if ok else now - frames / self.sample_rate_hz
@@ -168,8 +164,6 @@ class _SdStream:
     def _on_output(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         now = time.monotonic()
         self.last_callback_monotonic = now
-        if status:
-            self.xruns += 1
         ahead = time_info.outputBufferDacTime - time_info.currentTime
         ok = time_info.outputBufferDacTime > 0 and 0 <= ahead < MAX_PLAUSIBLE_DELAY_S
         dac = now + ahead if ok else now + self.latency_s

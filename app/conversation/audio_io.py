@@ -105,22 +105,25 @@ class AudioIO:
 
     def start_output(self, name: str | None, now_s: float) -> list[PipelineEvent]:
         self.close_direction("output")
-        rate = self.player.sample_rate_hz if self.player is not None else None
-        handle, events = self.open("output", name, rate, now_s)
+        handle, events = self.open("output", name, self._wanted_rate_hz("output"), now_s)
         self._run_output(handle, now_s)
         return events
 
     def handle_lost(self, lost: StreamLost, now_s: float) -> list[PipelineEvent]:
-        rate = None
-        if lost.direction == "output" and self.player is not None:
-            rate = self.player.sample_rate_hz
-        handle, events = self.replace_lost(lost, rate, now_s)
+        handle, events = self.replace_lost(lost, self._wanted_rate_hz(lost.direction), now_s)
         if events:
             if lost.direction == "input":
                 self._run_input(handle)
             else:
                 self._run_output(handle, now_s)
         return events
+
+    def _wanted_rate_hz(self, direction: Direction) -> int | None:
+        """The rate a new speaker should open at: the player's, so a reply in progress plays
+        on unchanged (None: whatever the device likes)."""
+        if direction == "output" and self.player is not None:
+            return self.player.sample_rate_hz
+        return None
 
     def set_playback_start_ms(self, playback_start_ms: float) -> None:
         self._playback_start_ms = playback_start_ms
@@ -187,10 +190,9 @@ class AudioIO:
     def open(self, direction: Direction, name: str | None, rate_hz: int | None,
              now_s: float) -> tuple[StreamHandle | None, list[PipelineEvent]]:
         """Open ``name`` (or the default), falling back to the default; stream not started."""
-        events: list[PipelineEvent] = []
         try:
             handle = self._try_open(direction, name, rate_hz)
-            return self._keep(direction, handle), events
+            return self._keep(direction, handle), []
         except AudioUnavailableError as exc:
             return None, [ErrorReported("audio", f"No audio devices: {exc}.",
                                         "Install the audio system, then restart the app.")]
@@ -198,13 +200,7 @@ class AudioIO:
             if name is None:
                 return None, [self._nothing_left(direction, str(exc))]
             log.warning("%s device %r unavailable: %s", direction, name, exc)
-        try:
-            handle = self._try_open(direction, None, rate_hz)
-        except (AudioUnavailableError, DeviceUnavailableError) as exc:
-            return None, [DeviceLost(direction, name, None, now_s),
-                          self._nothing_left(direction, str(exc))]
-        events.append(DeviceLost(direction, name, handle.device_name, now_s))
-        return self._keep(direction, handle), events
+        return self._open_default(direction, name, rate_hz, now_s)
 
     def replace_lost(self, lost: StreamLost, rate_hz: int | None,
                      now_s: float) -> tuple[StreamHandle | None, list[PipelineEvent]]:
@@ -215,13 +211,18 @@ class AudioIO:
         name = current.device_name
         current.close()
         self._keep(lost.direction, None)
+        return self._open_default(lost.direction, name, rate_hz, now_s)
+
+    def _open_default(self, direction: Direction, lost_name: str, rate_hz: int | None,
+                      now_s: float) -> tuple[StreamHandle | None, list[PipelineEvent]]:
+        """Fall back to the default device; either way, say that ``lost_name`` is gone."""
         try:
-            handle = self._try_open(lost.direction, None, rate_hz)
+            handle = self._try_open(direction, None, rate_hz)
         except (AudioUnavailableError, DeviceUnavailableError) as exc:
-            return None, [DeviceLost(lost.direction, name, None, now_s),
-                          self._nothing_left(lost.direction, str(exc))]
-        self._keep(lost.direction, handle)
-        return handle, [DeviceLost(lost.direction, name, handle.device_name, now_s)]
+            return None, [DeviceLost(direction, lost_name, None, now_s),
+                          self._nothing_left(direction, str(exc))]
+        return (self._keep(direction, handle),
+                [DeviceLost(direction, lost_name, handle.device_name, now_s)])
 
     def stalled(self) -> list[StreamLost]:
         """Streams whose callbacks stopped arriving (real devices only report this)."""

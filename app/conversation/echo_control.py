@@ -109,10 +109,6 @@ class EchoControl:
 
     # ---- the acoustic check ----------------------------------------------------------------
 
-    @property
-    def checking(self) -> bool:
-        return self._check is not None
-
     def start_check(self, now_s: float, talking: bool = False) -> list[PipelineEvent]:
         if self._check is not None:
             return []

@@ -84,7 +84,7 @@ class _Heard:
 
 @dataclass(frozen=True)
 class _Call:
-    name: str  # "reset", "swap", "settings", "idle" or "stop"
+    name: str  # "swap", "settings", "idle" or "stop"
     build: Callable[[], Engine] | None = None
     settings: Settings | None = None
 
@@ -132,9 +132,6 @@ class EngineWorker:
         self._thread.start()
         self._prepared.wait()
 
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
-
     # ---- commands (any thread; never block) -------------------------------------------------
 
     def feed(self, turn_id: int, pcm_16k: np.ndarray) -> None:
@@ -150,9 +147,6 @@ class EngineWorker:
 
     def heard(self, turn_id: int, heard_samples: int, sample_rate_hz: int) -> None:
         self._post(_Heard(turn_id, heard_samples, sample_rate_hz))
-
-    def reset(self) -> None:
-        self._post(_Call("reset"))
 
     def apply_settings(self, settings: Settings) -> None:
         """Settings that do not rebuild the engine (``Engine.apply_settings``)."""
@@ -217,23 +211,14 @@ class EngineWorker:
                 with self._cancels_lock:
                     self._cancels.pop(command.seq, None)
         elif isinstance(command, _Feed):
-            try:
-                self._timed(lambda: self._engine.feed_user_audio(command.turn_id,
-                                                                 command.pcm_16k))
-            except Exception as exc:
-                log.exception("feed_user_audio failed")
-                self._send(0, failure_event(command.turn_id, exc))
+            self._call_engine(command.turn_id, "feed_user_audio", lambda: self._engine
+                              .feed_user_audio(command.turn_id, command.pcm_16k))
         elif isinstance(command, _Heard):
-            try:
-                self._timed(lambda: self._engine.reply_heard(
-                    command.turn_id, command.heard_samples, command.sample_rate_hz))
-            except Exception as exc:
-                log.exception("reply_heard failed")
-                self._send(0, failure_event(command.turn_id, exc))
-        elif command.name == "reset":
-            self._timed(self._engine.reset)
-        elif command.name == "settings" and command.settings is not None:
-            self._apply_settings(command.settings)
+            self._call_engine(command.turn_id, "reply_heard", lambda: self._engine.reply_heard(
+                command.turn_id, command.heard_samples, command.sample_rate_hz))
+        elif command.name == "settings" and (settings := command.settings) is not None:
+            self._call_engine(0, "applying settings to the engine",
+                              lambda: self._engine.apply_settings(settings))
         elif command.name == "idle":
             self._idle()
         elif command.name == "swap" and command.build is not None:
@@ -251,12 +236,14 @@ class EngineWorker:
         finally:
             self._cursor_s = self._clock.charge(self._cursor_s, time.perf_counter() - started)
 
-    def _apply_settings(self, settings: Settings) -> None:
+    def _call_engine(self, turn_id: int, what: str, call: Callable[[], object]) -> None:
+        """Run one engine call on the clock; a failure is logged and reported as a
+        ReplyFailed for ``turn_id`` (outside any reply: the worker goes on)."""
         try:
-            self._timed(lambda: self._engine.apply_settings(settings))
+            self._timed(call)
         except Exception as exc:
-            log.exception("applying settings to the engine failed")
-            self._send(0, failure_event(0, exc))
+            log.exception("%s failed", what)
+            self._send(0, failure_event(turn_id, exc))
 
     # ---- idle work ---------------------------------------------------------------------------
 

@@ -43,20 +43,17 @@ class Inbox:
             if not (self._control or self._data or self._capture_ready or self._closed):
                 self._cond.wait(timeout_s)
 
-    def take(self) -> tuple[list[Any], list[Any], bool]:
-        """(control items, data items, whether capture signalled), all in arrival order."""
+    def take(self) -> tuple[list[Any], list[Any]]:
+        """(control items, data items), each in arrival order; clears the capture signal (the
+        caller drains the capture buffer every pass anyway)."""
         with self._cond:
             control, data = list(self._control), list(self._data)
             self._control.clear()
             self._data.clear()
-            capture, self._capture_ready = self._capture_ready, False
-        return control, data, capture
+            self._capture_ready = False
+        return control, data
 
     def close(self) -> None:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed

@@ -44,12 +44,11 @@ class Listener:
         self._deaf_until_s = float("inf")
         self._was_deaf = False
 
-    def configure_input(self, sample_rate_hz: int) -> CaptureBuffer:
+    def configure_input(self, sample_rate_hz: int) -> None:
         """A (new) input device: fresh capture buffer and resampler; the 16 kHz stream goes on."""
         self.capture = CaptureBuffer(sample_rate_hz)
         self._resampler = StreamResampler(sample_rate_hz, SAMPLE_RATE_HZ)
         self.echo_canceller.reset()
-        return self.capture
 
     def time_at(self, index: int) -> float:
         """Capture time of 16 kHz sample ``index``."""

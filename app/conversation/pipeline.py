@@ -37,7 +37,7 @@ from app.conversation.event_hub import EventHub
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener, TurnFeed
 from app.conversation.metrics import TurnMetrics
-from app.conversation.replies import ReplyRoutes, Route
+from app.conversation.replies import DEFAULT_REPLY_RATE_HZ, ReplyRoutes, Route
 from app.engine.base import (
     Engine,
     EngineEvent,
@@ -97,7 +97,6 @@ class Pipeline:
         self._speculative_seq: int | None = None
         self._thread: threading.Thread | None = None
         self._running = False
-        self._origin_set = False
         self._stop_lock = threading.Lock()
         self._stopped = False
         self._released = threading.Event()  # set when stop() has released everything
@@ -211,15 +210,15 @@ class Pipeline:
 
     def pump(self) -> None:
         """Handle everything posted since the last call (control first, then data)."""
-        control, data, _ = self._inbox.take()
+        control, data = self._inbox.take()
         for item in control:
             self._control(item)
         for item in data:
             self._worker_event(item)
-        for update in self._listener.process():
-            if not self._origin_set and self._listener.first_sample_s is not None:
-                self.metrics.origin_s = self._listener.first_sample_s
-                self._origin_set = True
+        updates = self._listener.process()
+        if updates and self._listener.first_sample_s is not None:  # set once, then the same
+            self.metrics.origin_s = self._listener.first_sample_s
+        for update in updates:
             self._run(self._controller.on_vad(update, self.clock.now(),
                                               self._echo.echo_guard))
         self._turn_feed.pump(self._controller.user_turn_id)
@@ -291,7 +290,8 @@ class Pipeline:
         if self._io.player is not None and self._io.player.active_turn_id == a.turn_id:
             self._io.player.flush(self.clock.now())
         else:
-            self._reply_over(a.turn_id, 0, 24000, self.clock.now(), interrupted=True)
+            self._reply_over(a.turn_id, 0, DEFAULT_REPLY_RATE_HZ, self.clock.now(),
+                             interrupted=True)
 
     def _on_duck(self, a: t.DuckSet) -> None:
         if self._io.player is not None:
@@ -340,9 +340,7 @@ class Pipeline:
 
     def _deliver(self, route: Route, event: EngineEvent, ready_s: float) -> None:
         if isinstance(event, ReplyAudio):
-            if route.first_audio_s is None:
-                route.first_audio_s = ready_s
-                self.metrics.engine_audio(route.turn_id, ready_s)
+            self.metrics.engine_audio(route.turn_id, ready_s)  # it keeps the turn's first
             self._routes.play(route, event)
         elif isinstance(event, ReplyText):
             self._emit(ev.TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
@@ -351,9 +349,9 @@ class Pipeline:
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
                 self._emit(ev.ErrorReported(event.category, event.message, event.advice))
-            route.done = True
             if self._io.player is None:
-                self._reply_over(route.turn_id, 0, 24000, self.clock.now(), interrupted=False)
+                self._reply_over(route.turn_id, 0, DEFAULT_REPLY_RATE_HZ, self.clock.now(),
+                                 interrupted=False)
             else:
                 self._routes.play(route, event)
 
@@ -373,7 +371,7 @@ class Pipeline:
             return
         self._last_finished_turn = turn_id
         route = self._routes.for_turn(turn_id)
-        reply_rate = route.reply_rate_hz if route is not None else 24000
+        reply_rate = route.reply_rate_hz if route is not None else DEFAULT_REPLY_RATE_HZ
         heard_ms = heard_samples / rate_hz * 1000
         self._worker.heard(turn_id, round(heard_samples * reply_rate / rate_hz), reply_rate)
         record = self.metrics.finished(turn_id, heard_ms, t_s)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.audio.acoustic_check import apply_fades
+
 LEVEL_WINDOW_S = 0.1  # the meter and the recording progress update ~10 times a second
 SILENCE_DBFS = -120.0
 MAX_PENDING_WINDOWS = 50  # a reader that stopped reading does not grow memory
@@ -107,20 +109,20 @@ class VoiceRecorder:
         with self._lock:
             pcm = np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.float32)
         if self.rate_hz and self.rate_hz < PROMPT_MIN_RATE_HZ:
-            import soxr
+            from app.audio.resample import resample  # lazy: soxr only when needed
 
-            return (soxr.resample(pcm, self.rate_hz, PROMPT_MIN_RATE_HZ).astype(np.float32),
-                    PROMPT_MIN_RATE_HZ)
+            return resample(pcm, self.rate_hz, PROMPT_MIN_RATE_HZ), PROMPT_MIN_RATE_HZ
         return pcm, self.rate_hz
 
     def write_wav(self, path: Path) -> None:
         """16-bit mono WAV at the microphone's rate (16 kHz or more); raises OSError."""
-        import soundfile
+        import soundfile  # lazy: importing the pipeline does not load soundfile
+
+        from app.audio.simulated import write_wav
 
         pcm, rate_hz = self.audio()
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            soundfile.write(str(path), np.clip(pcm, -1.0, 1.0), rate_hz, subtype="PCM_16")
+            write_wav(path, pcm, rate_hz)
         except (RuntimeError, soundfile.LibsndfileError) as exc:
             raise OSError(str(exc)) from exc
 
@@ -135,11 +137,7 @@ class ToneSource:
         frequency_hz = min(max(frequency_hz, 20.0), 0.45 * self.rate_hz)
         t = np.arange(count) / self.rate_hz
         tone = amplitude * np.sin(2 * np.pi * frequency_hz * t)
-        fade = min(count // 2, round(self.rate_hz * fade_ms / 1000))
-        if fade:
-            ramp = 0.5 - 0.5 * np.cos(np.pi * np.arange(fade) / fade)
-            tone[:fade] *= ramp
-            tone[count - fade:] *= ramp[::-1]
+        apply_fades(tone, min(count // 2, round(self.rate_hz * fade_ms / 1000)))
         self.samples = tone.astype(np.float32)  # [count]
         self._position = 0
         self.end_dac_s: float | None = None  # when the last sample reaches the speaker

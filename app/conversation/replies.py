@@ -18,6 +18,7 @@ from app.audio.player import Player
 from app.audio.resample import StreamResampler
 from app.engine.base import EngineEvent, ReplyAudio, ReplyDone, ReplyFailed
 
+DEFAULT_REPLY_RATE_HZ = 24000  # assumed for a reply that has sent no audio yet
 
 @dataclass
 class Route:
@@ -25,11 +26,13 @@ class Route:
     turn_id: int
     cancel: threading.Event
     held: bool
-    first_audio_s: float | None = None
-    reply_rate_hz: int = 24000
-    done: bool = False
     pending: list[tuple[EngineEvent, float]] = field(default_factory=list)  # while held
     resampler: StreamResampler | None = None
+
+    @property
+    def reply_rate_hz(self) -> int:
+        """The engine's sample rate for this reply (that of its latest audio)."""
+        return self.resampler.in_rate_hz if self.resampler is not None else DEFAULT_REPLY_RATE_HZ
 
 
 class ReplyRoutes:
@@ -86,7 +89,6 @@ class ReplyRoutes:
         if isinstance(event, ReplyAudio):
             if route.resampler is None or route.resampler.in_rate_hz != event.sample_rate_hz:
                 route.resampler = StreamResampler(event.sample_rate_hz, player.sample_rate_hz)
-                route.reply_rate_hz = event.sample_rate_hz
             player.enqueue(route.turn_id, route.resampler.process(event.pcm))
             return
         if route.resampler is not None:

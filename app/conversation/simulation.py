@@ -84,7 +84,7 @@ def _ptt_commands(pairs: tuple[tuple[float, float], ...]) -> list[tuple[float, C
         if release_s <= press_s:
             raise ValueError(f"push-to-talk {press_s}-{release_s}: release must follow press")
         commands += [(press_s, PressToTalk()), (release_s, ReleaseToTalk())]
-    return sorted(commands, key=lambda item: item[0])
+    return commands  # the caller sorts them with the other commands
 
 
 class Simulation:

@@ -110,10 +110,6 @@ class TurnController:
     def user_turn_id(self) -> int | None:
         return self._user_turn
 
-    @property
-    def reply_turn_id(self) -> int | None:
-        return self._reply_turn
-
     def update_params(self, params: TurnParams, now_s: float) -> list[Action]:
         if params.mode != self.params.mode:
             return self.set_mode(params.mode, now_s, params)
