@@ -297,12 +297,21 @@ class MainWindow(QMainWindow):
         self.apply_settings(self._settings)
         if self._settings.engine.kind == "moss_speech":
             self.status_presenter.check_model_folders()
+        return self.attach_voice_loop()
+
+    def attach_voice_loop(self, announce_missing: bool = True) -> bool:
+        """Build, attach and start the voice loop unless one is attached; False if none runs.
+
+        The one place that starts it, so the first-run acoustic check and the conversation
+        both get a running loop (a port attached but never started hears nothing)."""
         if self.bridge.port is not None:
             return True
         if self.port_factory is None:
-            self.banners.show_banner(
-                "no-pipeline", "warning", "No voice loop is connected in this build, so nothing "
-                "is listening yet. Start the app with `python -m app` from a full install.")
+            if announce_missing:
+                self.banners.show_banner(
+                    "no-pipeline", "warning", "No voice loop is connected in this build, so "
+                    "nothing is listening yet. Start the app with `python -m app` from a full "
+                    "install.")
             return False
         try:
             port = self.port_factory(self._settings)

@@ -3,6 +3,7 @@ count in the status bar."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -98,3 +99,25 @@ def test_false_interruptions_are_counted_in_the_status_bar(qtbot: QtBot,
     port.emit(FalseInterruptionDetected(2, 9.7, True, 2))
     qtbot.waitUntil(lambda: label.text() == "False interruptions: 2")
     assert label.isVisible()
+
+
+class StartablePort(FakePort):
+    """A port like the pipeline: its loop runs only after ``start()``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+
+    def start(self) -> None:
+        self.started.set()
+
+
+def test_the_first_run_check_starts_the_voice_loop_it_attaches(qtbot: QtBot) -> None:
+    port = StartablePort()
+    window = MainWindow(Settings(), port_factory=lambda _s: port, persist_settings=False,
+                        gpu_query=no_gpu)
+    qtbot.addWidget(window)
+    window.show()
+    window.echo_ui.panel.run()
+    assert window.bridge.port is port and port.commands_of(RunAcousticCheck)
+    qtbot.waitUntil(port.started.is_set, timeout=5_000)
