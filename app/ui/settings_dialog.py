@@ -296,11 +296,13 @@ class SettingsDialog(QDialog):
                                      "while; the conversation so far is kept.")
             self.reload_bar.show()
             return False
-        self._emit_applied(reload_engine=False)
+        self._emit_applied(reload_engine=False, settings=settings)
         return True
 
-    def _emit_applied(self, reload_engine: bool) -> None:
-        settings, _errors = self.candidate()
+    def _emit_applied(self, reload_engine: bool, settings: Settings | None = None) -> None:
+        """Send the edited settings (``settings``: already validated by the caller)."""
+        if settings is None:
+            settings, _errors = self.candidate()
         if settings is None:
             return
         self.reload_bar.hide()
