@@ -134,9 +134,7 @@ class EchoUi:
         return self.window.bridge.submit(RunAcousticCheck())
 
     def use_mode(self, mode: str) -> None:
-        settings = self.window.settings
-        echo = settings.echo.model_copy(update={"mode": mode})
-        self.window.update_settings(settings.model_copy(update={"echo": echo}))
+        self.window.update_settings(self.window.settings.with_value("echo.mode", mode))
 
     def on_false_interruption(self, event: FalseInterruptionDetected) -> None:
         self.false_interruptions.setText(f"False interruptions: {event.session_count}")

@@ -307,9 +307,8 @@ class MainWindow(QMainWindow):
         return self.voice_loop.attach(announce_missing)
 
     def start_echo_demo(self) -> None:
-        engine = self._settings.engine.model_copy(update={"kind": "echo"})
-        ui = self._settings.ui.model_copy(update={"first_run_done": True})
-        self.update_settings(self._settings.model_copy(update={"engine": engine, "ui": ui}))
+        self.update_settings(self._settings.with_values({"engine.kind": "echo",
+                                                         "ui.first_run_done": True}))
         self.start_conversation()
 
     def refresh_waveforms(self) -> None:
@@ -322,8 +321,7 @@ class MainWindow(QMainWindow):
         self.controls.show_state(state)
 
     def _on_mode_changed(self, mode: str) -> None:
-        turn = self._settings.turn.model_copy(update={"mode": mode})
-        self.update_settings(self._settings.model_copy(update={"turn": turn}))
+        self.update_settings(self._settings.with_value("turn.mode", mode))
         self.bridge.submit(SetListenMode(mode))  # type: ignore[arg-type]
 
     def _on_talk_pressed(self) -> None:
@@ -364,14 +362,11 @@ class MainWindow(QMainWindow):
 
     def use_model_folders(self, model_dir: Path, codec_dir: Path, precision: str) -> None:
         """The model manager verified both folders: switch to MOSS-Speech and (re)load it."""
-        update = {"kind": "moss_speech", "model_dir": model_dir, "codec_dir": codec_dir}
+        values: dict[str, object] = {"engine.kind": "moss_speech", "engine.model_dir": model_dir,
+                                     "engine.codec_dir": codec_dir, "ui.first_run_done": True}
         if precision:
-            update["precision"] = precision
-        engine = self._settings.engine.model_copy(update=update)
-        ui = self._settings.ui.model_copy(update={"first_run_done": True})
-        settings = Settings.model_validate(
-            {**self._settings.model_dump(), "engine": engine.model_dump(), "ui": ui.model_dump()})
-        self.update_settings(settings, reload_engine=True)
+            values["engine.precision"] = precision
+        self.update_settings(self._settings.with_values(values), reload_engine=True)
         self.start_conversation()
 
     def release_port(self, timeout_s: float = 5.0) -> bool:
