@@ -25,9 +25,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(PY) -m app
 
-test: setup
-	$(PY) -m ruff check app tests packaging
-	$(PY) -m mypy app
+test: lint
 	$(PY) -m pytest
 
 # The one-folder bundle dist/moss-voice/ (PyInstaller), its self-test (offscreen) and, on Linux,

@@ -12,6 +12,7 @@ flags set (:mod:`app.hub_offline`); each Hub call here lifts them for itself onl
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -20,13 +21,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from tqdm.auto import tqdm
+from typing import TYPE_CHECKING, Any, Literal
 
 from app.engine.folders import FolderCheck, verify_codec_folder, verify_model_folder
 from app.hub_offline import hub_online
 from app.paths import models_dir
+
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +115,8 @@ def plan_download(spec: RepoSpec, destination: Path, endpoint: str | None = None
     try:
         with hub_online():
             infos = snapshot_download(spec.repo_id, local_dir=destination, dry_run=True,
-                                      endpoint=endpoint or hub_endpoint(), tqdm_class=SilentBar)
+                                      endpoint=endpoint or hub_endpoint(),
+                                      tqdm_class=silent_bar_class())
     except Exception as exc:
         raise ModelStoreError(describe_hub_error(spec, exc)) from exc
     files = tuple(PlannedFile(i.filename, int(i.file_size or 0), bool(i.will_download))
@@ -222,7 +225,7 @@ def progress_bar_class(tracker: ProgressTracker) -> type[tqdm]:
     checks cancel.
     """
 
-    class TrackerBar(SilentBar):
+    class TrackerBar(silent_bar_class()):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._counts_bytes = str(kwargs.get("desc", "")).startswith("Reconstructing")
@@ -251,16 +254,24 @@ class _NullFile:
         return None
 
 
-class SilentBar(tqdm):
-    """A progress bar that prints nothing (dry runs)."""
+@functools.cache
+def silent_bar_class() -> type[tqdm]:
+    """A progress bar that prints nothing (dry runs; the base of the download's bar).
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.pop("name", None)
-        kwargs["file"] = _NullFile()
-        super().__init__(*args, **kwargs)
+    Made on first use: importing tqdm.auto pulls in asyncio, and the first-run screen imports
+    this module only for the repository names."""
+    from tqdm.auto import tqdm
 
-    def display(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    class SilentBar(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.pop("name", None)
+            kwargs["file"] = _NullFile()
+            super().__init__(*args, **kwargs)
+
+        def display(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return SilentBar
 
 
 # ---- download -------------------------------------------------------------------------------

@@ -177,12 +177,9 @@ def check_qt(ctx: SelfTestContext) -> str:
 def check_tiny_language_model(ctx: SelfTestContext) -> str:
     """A tiny random checkpoint written, verified, loaded and run by the real engine code: the
     streamed rows (KV caches) must equal a plain uncached forward loop's."""
-    import torch
-
     from app.engine.moss_speech import Turn, build_prompt, generate_rows, load_model, load_tokenizer
-    from app.engine.moss_speech.generate import RowSampler
     from app.engine.moss_speech.sampling import Sampling
-    from app.engine.moss_speech.testing import write_tiny_checkpoint
+    from app.engine.moss_speech.testing import offline_rows, write_tiny_checkpoint
 
     folder = write_tiny_checkpoint(ctx.work_dir / "tiny-lm", seed=0)
     model = load_model(folder, device="cpu", precision="fp32")
@@ -191,14 +188,7 @@ def check_tiny_language_model(ctx: SelfTestContext) -> str:
     greedy = Sampling(temperature=0.0, repetition_penalty=1.0, min_new_rows=0,
                       max_new_rows=LM_ROWS)
     streamed = list(generate_rows(model, prompt, greedy, seed=0))
-    sampler = RowSampler(model.config, greedy, prompt, 0, model.device)
-    grid, reference = prompt, []
-    with torch.no_grad():
-        while not sampler.finished:
-            text, audio = model.forward_grid(grid[None])  # [1, L, V], [1, L, V_audio]
-            _, row = sampler.sample(text[0, -1].clone(), audio[0, -1].clone())
-            reference.append(row)
-            grid = torch.cat([grid, torch.tensor([row])])
+    reference = offline_rows(model, prompt, greedy, seed=0)
     if not streamed or streamed != reference:
         raise RuntimeError(f"streamed rows {streamed} differ from the uncached forward's "
                            f"{reference}")

@@ -6,6 +6,7 @@ panel. Reading and writing the TOML file lives in :mod:`app.settings_store`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -194,13 +195,19 @@ class Settings(_Group):
 
     def with_value(self, dotted_key: str, value: object) -> Settings:
         """Return a validated copy with one ``group.field`` changed (raises ValueError)."""
-        group_name, _, field_name = dotted_key.partition(".")
+        return self.with_values({dotted_key: value})
+
+    def with_values(self, values: Mapping[str, object]) -> Settings:
+        """Return a validated copy with each ``group.field`` in ``values`` changed (raises
+        ValueError): several changes that belong together, validated once."""
         data = self.model_dump()
-        if group_name not in data or not isinstance(data[group_name], dict):
-            raise ValueError(f"{dotted_key}: no such settings group")
-        if field_name not in data[group_name]:
-            raise ValueError(f"{dotted_key}: no such setting")
-        data[group_name][field_name] = value
+        for dotted_key, value in values.items():
+            group_name, _, field_name = dotted_key.partition(".")
+            if group_name not in data or not isinstance(data[group_name], dict):
+                raise ValueError(f"{dotted_key}: no such settings group")
+            if field_name not in data[group_name]:
+                raise ValueError(f"{dotted_key}: no such setting")
+            data[group_name][field_name] = value
         return Settings.model_validate(data)
 
 

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app import APP_ID, __version__  # noqa: E402  (the version lives in one place)
+from app.cli.bench_bundle import executable_name, folder_size  # noqa: E402  (bench bundle's too)
 
 SPEC = ROOT / "packaging" / "moss-voice.spec"
 DESKTOP_ENTRY = ROOT / "resources" / "moss-voice.desktop"
@@ -41,20 +42,6 @@ ISS = ROOT / "packaging" / "windows" / "installer.iss"
 ICON_PNG = ROOT / "resources" / "icons" / "hicolor" / "256x256" / "apps" / "moss-voice.png"
 SELF_TEST_TIMEOUT_S = 600
 INNO_DEFAULT = Path(r"C:\Program Files (x86)\Inno Setup 6\ISCC.exe")
-
-
-def executable_name() -> str:
-    return APP_ID + (".exe" if sys.platform == "win32" else "")
-
-
-def folder_bytes(folder: Path) -> tuple[int, int]:
-    """(bytes, files) of a folder, links not followed."""
-    total = count = 0
-    for path in folder.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            total += path.stat().st_size
-            count += 1
-    return total, count
 
 
 def run_pyinstaller(dist_dir: Path, work_dir: Path, clean: bool) -> Path:
@@ -137,7 +124,7 @@ def build(dist_dir: Path, work_dir: Path, clean: bool = False, reuse: bool = Fal
         timed("pyinstaller", lambda: run_pyinstaller(dist_dir, work_dir, clean), times)
     if sys.platform.startswith("linux"):
         add_linux_files(bundle)
-    size_bytes, files = folder_bytes(bundle)
+    size_bytes, files = folder_size(bundle)
     summary: dict[str, object] = {"version": __version__, "platform": sys.platform,
                                   "bundle": str(bundle), "bundle_bytes": size_bytes,
                                   "bundle_files": files, "seconds": times}

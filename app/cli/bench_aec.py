@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from app.cli.bench_common import markdown_table, median_1, nearest
+
 RATE = 16000
 DELAYS_MS = (20, 60, 120)
 GAINS_DB = (0, -6, -10)
@@ -328,31 +330,20 @@ def part_pipeline(kernel_name: str, a: np.ndarray, b: np.ndarray,
     for room_delay, room_gain in rooms:
         result, _ = _simulate(barge_track, "automatic", kernel_name, room_delay, room_gain)
         records = [r.barge_in for r in result.records if r.barge_in is not None]
-        from_truth = [(r.silent_s - _nearest(truth, r.onset_s)) * 1000 for r in records]
+        from_truth = [(r.silent_s - nearest(truth, r.onset_s)) * 1000 for r in records]
         name = "no echo" if room_delay is None else f"{room_delay:.0f} ms, {room_gain:.0f} dB"
         barge[name] = {
             "barge_ins": f"{len(records)}/{len(truth)}",
-            "stop_ms_median": _median([r.stop_latency_ms for r in records]),
-            "stop_from_true_onset_ms_median": _median(from_truth),
+            "stop_ms_median": median_1([r.stop_latency_ms for r in records]),
+            "stop_from_true_onset_ms_median": median_1(from_truth),
             "false_interruptions": result.false_interruptions}
     return {"replies": rows, "barge_in": barge}
 
 
-def _nearest(times: list[float], t_s: float) -> float:
-    return min(times, key=lambda candidate: abs(candidate - t_s))
-
-
-def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 1) if values else None
-
-
 def _table(rows: dict[str, dict[str, Any]], title: str) -> None:
-    columns = list(next(iter(rows.values())).keys())
-    print(f"\n{title}\n| condition | " + " | ".join(columns) + " |")
-    print("|" + "---|" * (len(columns) + 1))
-    for name, values in rows.items():
-        print(f"| {name} | " + " | ".join("—" if values[c] is None else str(values[c])
-                                         for c in columns) + " |")
+    print(f"\n{title}")
+    for line in markdown_table("condition", list(next(iter(rows.values())).keys()), rows):
+        print(line)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,7 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
 
 
+def executable_name() -> str:
+    """The bundle's executable (packaging/build.py builds it under this name)."""
+    return APP_ID + (".exe" if sys.platform == "win32" else "")
+
+
 def folder_size(folder: Path) -> tuple[int, int]:
+    """(bytes, files) of a folder, links not followed (also the build summary's size)."""
     files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
     return sum(p.stat().st_size for p in files), len(files)
 
@@ -59,7 +65,7 @@ def time_command(argv: list[str], repeat: int) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    exe = args.bundle / (APP_ID + (".exe" if sys.platform == "win32" else ""))
+    exe = args.bundle / executable_name()
     if not exe.is_file():
         print(f"No bundle at {args.bundle}: build it with `make package` first.")
         return 2

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from app.cli.bench_common import add_threads_and_json, apply_threads
+
 if TYPE_CHECKING:  # torch is imported only when the bench runs
     import torch
 
@@ -42,19 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also time the whole-prefix recompute of the reference protocol")
     parser.add_argument("--flow-cache-budget-mib", type=float, default=None,
                         help="bound the cached flow state (MiB); default: no bound")
-    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run each measurement N times and keep the fastest (busy machines)")
     parser.add_argument("--stream-only", action="store_true",
                         help="time only the streaming decode (skip encode and offline decode)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_threads_and_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     codec = _build(args)
     result: dict[str, Any] = {"size": args.size, "device": str(codec.device), "dtype": args.dtype,
                               "chunk": args.chunk, "steps": args.steps,

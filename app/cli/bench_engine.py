@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import time
 from typing import Any
 
+from app.cli.bench_common import add_threads_and_json, apply_threads, run_facts
 from app.cli.bench_engine_e2e import add_decode_path_arguments
 
 SIZES = ("tiny", "full")
@@ -35,8 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "Python between kernels; compiling takes minutes)")
     parser.add_argument("--overhead-only", action="store_true",
                         help="only the Python overhead per row (no large model is built)")
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_threads_and_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from app.engine.moss_speech import bench_lm
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     if args.cpp_wrapper:
         import torch._inductor.config as inductor_config
 
@@ -69,11 +66,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(result: dict[str, Any], args: argparse.Namespace) -> int:
-    import torch
-
-    result["threads"] = torch.get_num_threads()
-    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    result["date"] = time.strftime("%Y-%m-%d")
+    facts = run_facts(rss_digits=1)
+    for key in ("threads", "peak_rss_mib", "date"):  # the order this output always had
+        result[key] = facts[key]
     if args.json:
         print(json.dumps(result))
     else:

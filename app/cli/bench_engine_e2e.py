@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import time
 from typing import Any
 
+from app.cli.bench_common import add_threads_and_json, apply_threads, run_facts
 from app.engine.moss_speech.decode_policy import DECODE_REQUESTS
 
 
@@ -54,8 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--barge-in-every", type=int, default=2,
                         help="cancel every n-th reply at a random moment (0 = never)")
     add_decode_path_arguments(parser)
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_threads_and_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.random_weights:
         print("bench engine-e2e: pass --random-weights (checkpoint folders: use converse)")
         return 2
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     options = BenchOptions(size=args.size, device=args.device, precision=args.precision,
                            turns=args.turns, question_s=args.question_s, voice_s=args.voice_s,
                            max_new_rows=args.max_new_rows, chunk_codes=args.chunk,
@@ -79,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if "refused" in result:
         print(f"bench engine-e2e: refused: {result['refused']}")
         return 3
-    result.update(threads=torch.get_num_threads(), date=time.strftime("%Y-%m-%d"),
-                  peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    result.update(run_facts(rss_digits=None))
     if torch.device(args.device).type == "cuda":
         result["cuda_peak_allocated_mib"] = round(torch.cuda.max_memory_allocated() / 2**20)
     print(json.dumps(result) if args.json else _format(result))

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from app.cli.bench_common import markdown_table, median_1, nearest
+
 SILENCE_GAP_S = 0.3  # quieter stretches longer than this separate sentences of the sample
 
 
@@ -117,11 +119,7 @@ def _truth_end(record: Any, speech: list[tuple[float, float]]) -> float | None:
     """True end of the sentence a turn belongs to (the one its onset falls in or nearest)."""
     if not speech:
         return None
-    return min(speech, key=lambda s: abs(s[0] - record.user_onset_s))[1]
-
-
-def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 1) if values else None
+    return nearest(speech, record.user_onset_s, at=lambda s: s[0])[1]
 
 
 def run_scenarios(scenarios: list[Scenario], repeat: int) -> None:
@@ -152,18 +150,18 @@ def scenario_figures(scenario: Scenario) -> dict[str, Any]:
     reaction = [(r.first_audible_s - r.endpoint_s) * 1000 for r in records
                 if r.first_audible_s is not None]
     stops = [r.barge_in.stop_latency_ms for r in records if r.barge_in]
-    stops_truth = [(r.barge_in.silent_s - min(scenario.speech,
-                                              key=lambda s: abs(s[0] - r.barge_in.onset_s))[0])
+    stops_truth = [(r.barge_in.silent_s
+                    - nearest(scenario.speech, r.barge_in.onset_s, at=lambda s: s[0])[0])
                    * 1000 for r in records if r.barge_in]
     runs = scenario.results
     return {
         "turns_per_run": len(records) / max(1, len(runs)),
-        "response_latency_ms": _median(latencies),
-        "app_overhead_ms": None if scenario.ptt else _median([x - 500.0 for x in latencies]),
-        "response_from_true_end_ms": _median(from_truth),
-        "endpoint_to_audible_ms": _median(reaction),
-        "barge_in_stop_ms": _median(stops),
-        "barge_in_stop_from_true_onset_ms": None if scenario.ptt else _median(stops_truth),
+        "response_latency_ms": median_1(latencies),
+        "app_overhead_ms": None if scenario.ptt else median_1([x - 500.0 for x in latencies]),
+        "response_from_true_end_ms": median_1(from_truth),
+        "endpoint_to_audible_ms": median_1(reaction),
+        "barge_in_stop_ms": median_1(stops),
+        "barge_in_stop_from_true_onset_ms": None if scenario.ptt else median_1(stops_truth),
         "speed_x_realtime": round(sum(r.simulated_s for r in runs)
                                   / max(1e-9, sum(r.wall_s for r in runs)), 1),
         "_latencies": latencies, "_stops": stops,
@@ -232,9 +230,9 @@ def run(args: argparse.Namespace) -> int:
     counted = [figures[s.name] for s in scenarios if s.counts_for_targets]
     latencies = [x for f in counted for x in f["_latencies"]]
     stops = [x for f in counted for x in f["_stops"]]
-    overall = {"response_latency_ms_median": _median(latencies),
-               "app_overhead_ms_median": _median([x - 500.0 for x in latencies]),
-               "barge_in_stop_ms_median": _median(stops)}
+    overall = {"response_latency_ms_median": median_1(latencies),
+               "app_overhead_ms_median": median_1([x - 500.0 for x in latencies]),
+               "barge_in_stop_ms_median": median_1(stops)}
     costs = {"vad": vad_cost(pcm[:, 0]), "loop": loop_cost(args.idle_s)}
     _print(figures, overall, costs, print)
     if args.json:
@@ -253,10 +251,8 @@ def _print(figures: dict[str, dict[str, Any]], overall: dict[str, Any],
     columns = ("turns_per_run", "response_latency_ms", "app_overhead_ms",
                "response_from_true_end_ms", "endpoint_to_audible_ms", "barge_in_stop_ms",
                "barge_in_stop_from_true_onset_ms", "speed_x_realtime")
-    out("| scenario | " + " | ".join(columns) + " |")
-    out("|" + "---|" * (len(columns) + 1))
-    for name, values in figures.items():
-        out(f"| {name} | " + " | ".join(cell(values[c]) for c in columns) + " |")
+    for line in markdown_table("scenario", columns, figures):
+        out(line)
     out("overall (echo engine, default settings): " + ", ".join(
         f"{k} {cell(v)}" for k, v in overall.items()))
     out("VAD: " + ", ".join(f"{k} {v}" for k, v in costs["vad"].items()))

@@ -15,6 +15,7 @@ with no budget, for the whole voice prompt and the longest reply.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -177,12 +178,28 @@ def voice_seconds(path: Path | str | None) -> float:
     if path is None:
         return VOICE_SECONDS_ASSUMED
     try:
-        import soundfile
-
-        info = soundfile.info(str(path))
-        return info.frames / info.samplerate if info.samplerate else VOICE_SECONDS_ASSUMED
+        return read_voice_seconds(path)
     except Exception:  # missing or not audio: the engine says so when it loads the voice
         return VOICE_SECONDS_ASSUMED
+
+
+def read_voice_seconds(path: Path | str) -> float:
+    """Duration of an audio file from its header; raises when it cannot be read.
+
+    Cached on the file's path, modification time and size: the settings dialog asks on every
+    keystroke (the field check and the flow-cache estimate), and the file rarely changes."""
+    stat = Path(path).stat()
+    return _header_seconds(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _header_seconds(path: str, mtime_ns: int, size_bytes: int) -> float:
+    import soundfile
+
+    info = soundfile.info(path)
+    if not info.samplerate:
+        raise ValueError(f"{path} has no sample rate in its header")
+    return float(info.frames / info.samplerate)
 
 
 def default_flow_cache_bytes() -> int:

@@ -8,7 +8,6 @@ and the owner changes ``echo.mode``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,8 +19,6 @@ from app.ui.bridge import UiBridge
 
 if TYPE_CHECKING:
     from app.ui.main_window import MainWindow
-
-log = logging.getLogger(__name__)
 
 MODE_NAMES = {"automatic": "Automatic (echo cancellation)",
               "headset": "Headset (no echo cancellation)",
@@ -133,19 +130,11 @@ class EchoUi:
         window.bridge.on(FalseInterruptionDetected, self.on_false_interruption)
 
     def run_check(self) -> bool:
-        window = self.window
-        if window.bridge.port is None and window.port_factory is not None:
-            try:
-                window.bridge.attach(window.port_factory(window.settings))
-            except Exception:
-                log.exception("starting the voice loop for the acoustic check failed")
-                return False
-        return window.bridge.submit(RunAcousticCheck())
+        self.window.attach_voice_loop(announce_missing=False)  # starts it too, if it can
+        return self.window.bridge.submit(RunAcousticCheck())
 
     def use_mode(self, mode: str) -> None:
-        settings = self.window.settings
-        echo = settings.echo.model_copy(update={"mode": mode})
-        self.window.update_settings(settings.model_copy(update={"echo": echo}))
+        self.window.update_settings(self.window.settings.with_value("echo.mode", mode))
 
     def on_false_interruption(self, event: FalseInterruptionDetected) -> None:
         self.false_interruptions.setText(f"False interruptions: {event.session_count}")

@@ -55,7 +55,6 @@ class UiBridge(QObject):
         self._handlers: dict[type, list[Handler]] = defaultdict(list)
         self._port: ConversationPort | None = None
         self.dropped_commands: list[Command] = []  # sent while no pipeline was attached
-        self._threads: set[threading.Thread] = set()
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         if port is not None:
             self.attach(port)
@@ -152,13 +151,7 @@ class UiBridge(QObject):
                 self.post(TaskFailed(failed, exc))
             else:
                 self.post(TaskFinished(done, result))
-            finally:
-                self._threads.discard(threading.current_thread())
 
         thread = threading.Thread(target=run, name=name, daemon=True)
-        self._threads.add(thread)
         thread.start()
         return thread
-
-    def busy_threads(self) -> list[str]:
-        return sorted(t.name for t in self._threads if t.is_alive())

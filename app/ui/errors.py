@@ -68,7 +68,7 @@ class StatusPresenter:
 
     def on_engine_status(self, event: EngineStatusChanged) -> None:
         window = self.window
-        window.apply_settings(window.settings, event.info)
+        window.show_engine(event.info)
         if event.loading:
             text = event.message or f"Loading {event.info.name}…"
             banner = window.banners.show_banner("engine-loading", "info", text)

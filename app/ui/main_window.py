@@ -4,12 +4,12 @@ It renders events that arrive through the bridge and sends commands through it; 
 on the pipeline. ``port_factory`` builds the voice loop (the pipeline on the real devices in the
 app, the same pipeline on simulated devices for ``--screenshot --demo``); a port with a
 ``start()`` method is started after the window subscribed, on a background thread (it may load
-the VAD model and open devices). Without a factory the window still runs and says so.
+the VAD model and open devices; :mod:`app.ui.voice_loop`). Without a factory the window still
+runs and says so.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,7 +44,6 @@ from app.events import (
     ReplyStarted,
     SetListenMode,
     SetMuted,
-    Shutdown,
     StateChanged,
     StopReply,
     TranscriptUpdated,
@@ -63,9 +62,9 @@ from app.ui.errors import StatusPresenter
 from app.ui.first_run import FirstRunPage
 from app.ui.latency_panel import LatencyPanel
 from app.ui.transcript_view import TranscriptView
+from app.ui.voice_loop import VoiceLoopHost
 from app.ui.waveform import WaveformWidget
 
-log = logging.getLogger(__name__)
 PortFactory = Callable[[Settings], ConversationPort]
 WAVEFORM_FPS = 30
 DEMO_BADGE = "Echo demo — no model loaded"
@@ -225,7 +224,7 @@ class MainWindow(QMainWindow):
         b.on(EngineStatusChanged, self.status_presenter.on_engine_status)
         b.on(DeviceLost, self.status_presenter.on_device_lost)
         b.on(ErrorReported, self.status_presenter.on_error)
-        b.port_attached.connect(self._on_port_attached)
+        self.voice_loop = VoiceLoopHost(self)
 
     # ---- settings ----------------------------------------------------------------------------
 
@@ -236,18 +235,8 @@ class MainWindow(QMainWindow):
     def apply_settings(self, settings: Settings, engine_info: EngineInfo | None = None) -> None:
         """Show ``settings`` (no command is sent; see ``update_settings``)."""
         self._settings = settings
-        if engine_info is not None:
-            self.engine_info = engine_info
-        info = self.engine_info
-        self.engine_status.setText(engine_label(settings, info))
-        self.device_status.setText(f"Device: {info.device if info else settings.engine.device}")
+        self.show_engine(engine_info)
         self.mode_status.setText(MODE_TEXT[settings.turn.mode])
-        is_demo = info.is_demo if info is not None else settings.engine.kind == "echo"
-        self.demo_badge.setText(DEMO_BADGE if info is None or info.name.lower().startswith("echo")
-                                else f"Demo: {info.name} — no model loaded")
-        self.transcript.set_transcribing(not is_demo and settings.transcript.text_branch)
-        self.demo_badge.setToolTip(info.detail if info is not None else "")
-        self.demo_badge.setVisible(is_demo and not self.showing_first_run)
         key = settings.turn.hold_to_talk_key
         self.controls.show_mode(settings.turn.mode, key)
         if not self.hold_filter.set_key(key):
@@ -255,6 +244,21 @@ class MainWindow(QMainWindow):
                                      "not a key Qt knows; use the button or pick another key.",
                                      "Settings", lambda: self.open_settings("turn"))
         self.hold_filter.set_enabled(settings.turn.mode == "push_to_talk")
+
+    def show_engine(self, info: EngineInfo | None) -> None:
+        """Show the engine (``info``, else the last one known): name, device, demo badge, and
+        whether transcripts are expected. Engine status events need only this."""
+        if info is not None:
+            self.engine_info = info
+        info, settings = self.engine_info, self._settings
+        self.engine_status.setText(engine_label(settings, info))
+        self.device_status.setText(f"Device: {info.device if info else settings.engine.device}")
+        is_demo = info.is_demo if info is not None else settings.engine.kind == "echo"
+        self.demo_badge.setText(DEMO_BADGE if info is None or info.name.lower().startswith("echo")
+                                else f"Demo: {info.name} — no model loaded")
+        self.transcript.set_transcribing(not is_demo and settings.transcript.text_branch)
+        self.demo_badge.setToolTip(info.detail if info is not None else "")
+        self.demo_badge.setVisible(is_demo and not self.showing_first_run)
 
     def update_settings(self, settings: Settings, reload_engine: bool = False) -> None:
         """Adopt new settings: show, save and send them to the pipeline."""
@@ -297,41 +301,15 @@ class MainWindow(QMainWindow):
         self.apply_settings(self._settings)
         if self._settings.engine.kind == "moss_speech":
             self.status_presenter.check_model_folders()
-        if self.bridge.port is not None:
-            return True
-        if self.port_factory is None:
-            self.banners.show_banner(
-                "no-pipeline", "warning", "No voice loop is connected in this build, so nothing "
-                "is listening yet. Start the app with `python -m app` from a full install.")
-            return False
-        try:
-            port = self.port_factory(self._settings)
-            self.bridge.attach(port)
-        except Exception as exc:
-            self._voice_loop_failed(exc)
-            return False
-        start = getattr(port, "start", None)
-        if callable(start):
-            self.bridge.run_in_background(start, lambda _none: None, self._voice_loop_failed,
-                                          name="voice-loop-start")
-        return True
+        return self.attach_voice_loop()
 
-    def _voice_loop_failed(self, exc: BaseException) -> None:
-        log.error("starting the voice loop failed", exc_info=exc)
-        self.banners.show_banner("pipeline-start", "error", f"The voice loop could not start: "
-                                 f"{exc}", "Audio settings", lambda: self.open_settings("audio"))
+    def attach_voice_loop(self, announce_missing: bool = True) -> bool:
+        return self.voice_loop.attach(announce_missing)
 
     def start_echo_demo(self) -> None:
-        engine = self._settings.engine.model_copy(update={"kind": "echo"})
-        ui = self._settings.ui.model_copy(update={"first_run_done": True})
-        self.update_settings(self._settings.model_copy(update={"engine": engine, "ui": ui}))
+        self.update_settings(self._settings.with_values({"engine.kind": "echo",
+                                                         "ui.first_run_done": True}))
         self.start_conversation()
-
-    def _on_port_attached(self) -> None:
-        port = self.bridge.port
-        assert port is not None
-        self.mic_wave.set_source(port.mic_waveform)
-        self.reply_wave.set_source(port.reply_waveform)
 
     def refresh_waveforms(self) -> None:
         if self.isVisible() and self.stack.currentWidget() is self.conversation_page:
@@ -343,8 +321,7 @@ class MainWindow(QMainWindow):
         self.controls.show_state(state)
 
     def _on_mode_changed(self, mode: str) -> None:
-        turn = self._settings.turn.model_copy(update={"mode": mode})
-        self.update_settings(self._settings.model_copy(update={"turn": turn}))
+        self.update_settings(self._settings.with_value("turn.mode", mode))
         self.bridge.submit(SetListenMode(mode))  # type: ignore[arg-type]
 
     def _on_talk_pressed(self) -> None:
@@ -385,26 +362,19 @@ class MainWindow(QMainWindow):
 
     def use_model_folders(self, model_dir: Path, codec_dir: Path, precision: str) -> None:
         """The model manager verified both folders: switch to MOSS-Speech and (re)load it."""
-        update = {"kind": "moss_speech", "model_dir": model_dir, "codec_dir": codec_dir}
+        values: dict[str, object] = {"engine.kind": "moss_speech", "engine.model_dir": model_dir,
+                                     "engine.codec_dir": codec_dir, "ui.first_run_done": True}
         if precision:
-            update["precision"] = precision
-        engine = self._settings.engine.model_copy(update=update)
-        ui = self._settings.ui.model_copy(update={"first_run_done": True})
-        settings = Settings.model_validate(
-            {**self._settings.model_dump(), "engine": engine.model_dump(), "ui": ui.model_dump()})
-        self.update_settings(settings, reload_engine=True)
+            values["engine.precision"] = precision
+        self.update_settings(self._settings.with_values(values), reload_engine=True)
         self.start_conversation()
 
     def release_port(self, timeout_s: float = 5.0) -> bool:
-        """After the event loop has ended: wait until the voice loop has released devices and
-        the engine, so the process never exits with an audio stream half closed."""
-        port = self.bridge.port
-        return port is None or port.close(timeout_s)
+        return self.voice_loop.release(timeout_s)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        # Ask the pipeline to stop; its threads end on their own, the GUI never waits on them.
         self.frame_timer.stop()
-        self.bridge.submit(Shutdown())
+        self.voice_loop.shutdown()
         app = QApplication.instance()
         if app is not None:
             app.removeEventFilter(self.hold_filter)

@@ -57,8 +57,6 @@ GROUP_TITLES = {"engine": "Engine", "streaming": "Streaming", "sampling": "Sampl
                 "vad": "Voice detection", "turn": "Turn-taking", "echo": "Echo handling",
                 "audio": "Audio devices", "transcript": "Transcript & recordings",
                 "ui": "Interface"}
-# Fields the engine is built from: changing one rebuilds the engine (after confirmation).
-RELOAD_KEYS = ENGINE_BUILD_KEYS
 ERROR_STYLE = "color: #c0392b;"
 
 
@@ -86,8 +84,9 @@ class SettingsDialog(QDialog):
         self.group_list.setMaximumWidth(190)
         self.group_list.setSpacing(3)
         self.group_list.currentRowChanged.connect(self.pages.setCurrentIndex)
-        self.groups = list(settings_fields())
-        for group, fields in settings_fields().items():
+        fields_by_group = settings_fields()
+        self.groups = list(fields_by_group)
+        for group, fields in fields_by_group.items():
             self.group_list.addItem(group_title(group))
             self.pages.addWidget(self._build_page(group, fields))
         self._build_reload_bar()
@@ -290,18 +289,20 @@ class SettingsDialog(QDialog):
         if settings is None:
             self.validate()
             return False
-        reload_keys = [k for k in changed_keys(self.current, settings) if k in RELOAD_KEYS]
+        reload_keys = [k for k in changed_keys(self.current, settings) if k in ENGINE_BUILD_KEYS]
         if reload_keys:
             names = ", ".join(self.editors[k].field.label for k in reload_keys)
             self.reload_text.setText(f"Changing {names} reloads the engine. That can take a "
                                      "while; the conversation so far is kept.")
             self.reload_bar.show()
             return False
-        self._emit_applied(reload_engine=False)
+        self._emit_applied(reload_engine=False, settings=settings)
         return True
 
-    def _emit_applied(self, reload_engine: bool) -> None:
-        settings, _errors = self.candidate()
+    def _emit_applied(self, reload_engine: bool, settings: Settings | None = None) -> None:
+        """Send the edited settings (``settings``: already validated by the caller)."""
+        if settings is None:
+            settings, _errors = self.candidate()
         if settings is None:
             return
         self.reload_bar.hide()
@@ -354,7 +355,6 @@ class SettingsDialog(QDialog):
         dialog.recorded.connect(self._use_recording)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.show()
-        self.voice_recorder = dialog
         return dialog
 
     def _use_recording(self, path: Path) -> None:

@@ -24,7 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.preflight import GpuQuery, ModelDims, estimate, gib, recommend
+from app.engine.preflight import (
+    GpuQuery,
+    ModelDims,
+    estimate,
+    gib,
+    read_voice_seconds,
+    recommend,
+)
 from app.events import (
     AudioDevicesListed,
     InputLevelMeasured,
@@ -52,13 +59,10 @@ def voice_prompt_problem(path: Path | None) -> str | None:
     if not path.is_file():
         return f"{path} does not exist."
     try:
-        import soundfile
-
-        info = soundfile.info(str(path))
+        duration_s = read_voice_seconds(path)
     except Exception as exc:
         return (f"{path.name} is not an audio file that can be read ({type(exc).__name__}); "
                 "use a WAV or FLAC file.")
-    duration_s = info.frames / info.samplerate if info.samplerate else 0.0
     if not VOICE_MIN_S <= duration_s <= VOICE_MAX_S:
         return (f"{path.name} is {duration_s:.1f} s long; a voice prompt must be "
                 f"{VOICE_MIN_S:.0f}–{VOICE_MAX_S:.0f} s.")
@@ -102,15 +106,15 @@ class PrecisionEditor(ChoiceEditor):
 
     def refresh(self) -> None:
         best = self.gpu.best if self.gpu else None
-        for option in self.options:
-            need = estimate(option, self.context_rows, self.dims, self.flow_cache_bytes)
+        needs = {option: estimate(option, self.context_rows, self.dims, self.flow_cache_bytes)
+                 for option in self.options}
+        for option, need in needs.items():
             mark = ""
             if best is not None:
                 mark = "  ✓ fits" if need.fits(best.free_bytes) else "  ✗ too big"
             self.set_item_text(option, f"{option} — about {gib(need.total_bytes)}{mark}")
         self.combo.setToolTip(self.field.tooltip + "\n\nEstimated GPU memory:\n" + "\n".join(
-            estimate(o, self.context_rows, self.dims, self.flow_cache_bytes).breakdown()
-            for o in self.options))
+            need.breakdown() for need in needs.values()))
         if self.gpu is None:
             return
         if best is None:

@@ -24,6 +24,11 @@ Role = Literal["user", "assistant"]
 ROLE_NAMES = {"user": "You", "assistant": "Assistant"}
 
 
+def entry_key(turn_id: int, role: Role) -> tuple[int, int]:
+    """Conversation order: by turn, the user's side before the assistant's."""
+    return (turn_id, 0 if role == "user" else 1)
+
+
 @dataclass
 class TranscriptEntry:
     turn_id: int
@@ -39,7 +44,7 @@ class TranscriptEntry:
 
     @property
     def key(self) -> tuple[int, int]:
-        return (self.turn_id, 0 if self.role == "user" else 1)
+        return entry_key(self.turn_id, self.role)
 
     def status_text(self) -> str:
         """What is shown while there is no text yet, or next to the text."""
@@ -57,6 +62,10 @@ class TranscriptEntry:
         if self.interrupted and self.text:
             body += f" [{self.status_text()}]"
         return f"{ROLE_NAMES[self.role]}: {body}"
+
+
+def _key_of(entry: TranscriptEntry) -> tuple[int, int]:
+    return entry.key
 
 
 class TranscriptModel:
@@ -77,32 +86,29 @@ class TranscriptModel:
 
     def entry(self, turn_id: int, role: Role) -> tuple[TranscriptEntry, int, bool]:
         """The entry for (turn, role), created in order if new: (entry, index, created)."""
-        key = (turn_id, 0 if role == "user" else 1)
+        key = entry_key(turn_id, role)
         existing = self._by_key.get(key)
         if existing is not None:
             return existing, self.index_of(existing), False
         entry = TranscriptEntry(turn_id, role, expect_text=self.transcribing)
-        index = bisect.bisect([e.key for e in self.entries], key)
+        index = bisect.bisect(self.entries, key, key=_key_of)
         self.entries.insert(index, entry)
         self._by_key[key] = entry
         return entry, index, True
 
     def index_of(self, entry: TranscriptEntry) -> int:
-        keys = [e.key for e in self.entries]
-        return bisect.bisect_left(keys, entry.key)
+        return bisect.bisect_left(self.entries, entry.key, key=_key_of)
 
     def apply(self, event: object) -> tuple[TranscriptEntry, int, bool] | None:
         """Update from one event; returns (entry, index, created) or None if irrelevant."""
-        if isinstance(event, UserSpeechStarted):
-            found = self.entry(event.turn_id, "user")
+        if isinstance(event, (UserSpeechStarted, ReplyStarted)):
+            role: Role = "user" if isinstance(event, UserSpeechStarted) else "assistant"
+            found = self.entry(event.turn_id, role)
             found[0].speaking = found[0].spoken = True
         elif isinstance(event, UserTurnEnded):
             found = self.entry(event.turn_id, "user")
             found[0].speaking = False
             found[0].duration_s = event.duration_s
-        elif isinstance(event, ReplyStarted):
-            found = self.entry(event.turn_id, "assistant")
-            found[0].speaking = found[0].spoken = True
         elif isinstance(event, ReplyFinished):
             found = self.entry(event.turn_id, "assistant")
             found[0].speaking = False

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.engine.folders import expected_lm_shapes
 from app.engine.preflight import (
     GIB,
@@ -19,6 +21,7 @@ from app.engine.preflight import (
     flow_cache_bytes,
     flow_cache_bytes_for,
     query_gpu_memory,
+    read_voice_seconds,
     recommend,
     voice_seconds,
     weight_bytes,
@@ -157,3 +160,17 @@ def test_flow_cache_bytes_for_settings_reads_the_voice_length(tmp_path: Path) ->
     assert flow_cache_bytes_for(longer) > flow_cache_bytes_for(with_voice)
     assert flow_cache_bytes_for(Settings()) == default_flow_cache_bytes()
     assert flow_cache_bytes(0, 8192) == flow_cache_bytes(0, 4000)  # the flow's 300 s limit
+
+
+def test_the_voice_length_is_read_again_when_the_file_changes(tmp_path: Path) -> None:
+    import numpy as np
+    import soundfile
+
+    voice = tmp_path / "voice.wav"
+    soundfile.write(voice, np.zeros(16000 * 4, np.float32), 16000)
+    assert read_voice_seconds(voice) == read_voice_seconds(str(voice)) == 4.0
+    soundfile.write(voice, np.zeros(16000 * 6, np.float32), 16000)  # another size
+    assert read_voice_seconds(voice) == 6.0
+    voice.unlink()
+    with pytest.raises(OSError):
+        read_voice_seconds(voice)

@@ -1,4 +1,5 @@
-"""UI test helpers: a fake ConversationPort, fake GPU answers and the screenshot folder."""
+"""UI test helpers: a fake ConversationPort, fake GPU answers, the screenshot folder and the main
+window opened as the app opens it."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.audio.ringbuffer import RingBuffer
 from app.engine.preflight import GIB, GpuMemory, GpuQuery
 from app.events import Command, PipelineEvent
+from app.settings import Settings
+from app.ui.main_window import MainWindow
 
 SCREENSHOT_ENV = "MOSS_VOICE_SCREENSHOT_DIR"
 
@@ -50,6 +54,25 @@ def fake_gpu(free_gib: float, total_gib: float = 24.0) -> Callable[[], GpuQuery]
 
 def no_gpu() -> GpuQuery:
     return GpuQuery((), "no CUDA GPU (test)")
+
+
+def open_window(qtbot: QtBot, settings: Settings | None = None, port: FakePort | None = None,
+                start: bool = True, gpu_query: Callable[[], GpuQuery] | None = None,
+                persist_settings: bool = True) -> MainWindow:
+    """The main window shown (and its conversation started when there is a port)."""
+    window = MainWindow(settings or Settings(), port_factory=(lambda _s: port) if port else None,
+                        persist_settings=persist_settings,
+                        gpu_query=gpu_query or fake_gpu(23.0))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    if start and port is not None:
+        window.start_conversation()
+    return window
+
+
+def done_first_run() -> Settings:
+    return Settings().with_value("ui.first_run_done", True)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ count in the status bar."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -18,7 +19,7 @@ from app.settings import Settings
 from app.ui.bridge import UiBridge
 from app.ui.main_window import MainWindow
 from app.ui.settings_dialog import SettingsDialog
-from tests.ui.conftest import FakePort, no_gpu
+from tests.ui.conftest import FakePort, done_first_run, no_gpu, open_window
 
 FOUND = AcousticCheckFinished(True, "Mic", "Speakers", echo_detected=True, delay_ms=62.0,
                               round_trip_ms=84.0, echo_return_loss_db=4.6,
@@ -86,15 +87,33 @@ def test_the_first_run_screen_offers_the_check_and_starts_the_voice_loop_for_it(
 
 def test_false_interruptions_are_counted_in_the_status_bar(qtbot: QtBot,
                                                            port: FakePort) -> None:
-    window = MainWindow(Settings().with_value("ui.first_run_done", True),
-                        port_factory=lambda _s: port, persist_settings=False,
-                        gpu_query=no_gpu)
-    qtbot.addWidget(window)
-    window.show()
-    window.start_conversation()
+    window = open_window(qtbot, done_first_run(), port, gpu_query=no_gpu,
+                         persist_settings=False)
     label = window.echo_ui.false_interruptions
     assert not label.isVisible()
     port.emit(FalseInterruptionDetected(1, 3.2, False, 1))
     port.emit(FalseInterruptionDetected(2, 9.7, True, 2))
     qtbot.waitUntil(lambda: label.text() == "False interruptions: 2")
     assert label.isVisible()
+
+
+class StartablePort(FakePort):
+    """A port like the pipeline: its loop runs only after ``start()``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+
+    def start(self) -> None:
+        self.started.set()
+
+
+def test_the_first_run_check_starts_the_voice_loop_it_attaches(qtbot: QtBot) -> None:
+    port = StartablePort()
+    window = MainWindow(Settings(), port_factory=lambda _s: port, persist_settings=False,
+                        gpu_query=no_gpu)
+    qtbot.addWidget(window)
+    window.show()
+    window.echo_ui.panel.run()
+    assert window.bridge.port is port and port.commands_of(RunAcousticCheck)
+    qtbot.waitUntil(port.started.is_set, timeout=5_000)

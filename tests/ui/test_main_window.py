@@ -24,25 +24,9 @@ from app.events import (
 from app.settings import Settings
 from app.settings_store import load_settings
 from app.ui.main_window import MainWindow
-from tests.ui.conftest import FakePort, fake_gpu
+from tests.ui.conftest import FakePort, done_first_run, fake_gpu, open_window
 
 MOSS = EngineInfo(name="MOSS-Speech", is_demo=False, device="cuda:0", precision="bf16")
-
-
-def open_window(qtbot: QtBot, settings: Settings | None = None, port: FakePort | None = None,
-                start: bool = True) -> MainWindow:
-    window = MainWindow(settings or Settings(), port_factory=(lambda _s: port) if port else None,
-                        gpu_query=fake_gpu(23.0))
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-    if start and port is not None:
-        window.start_conversation()
-    return window
-
-
-def done_first_run() -> Settings:
-    return Settings().with_value("ui.first_run_done", True)
 
 
 def test_first_run_offers_the_model_manager_and_the_echo_demo(

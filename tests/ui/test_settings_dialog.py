@@ -24,11 +24,10 @@ from app.events import (
 from app.settings import Settings
 from app.settings_store import load_settings
 from app.ui.bridge import UiBridge
-from app.ui.main_window import MainWindow
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.settings_form import settings_fields
 from app.ui.settings_widgets import DeviceEditor, PrecisionEditor
-from tests.ui.conftest import FakePort, fake_gpu, no_gpu
+from tests.ui.conftest import FakePort, done_first_run, fake_gpu, no_gpu, open_window
 
 
 def open_dialog(qtbot: QtBot, port: FakePort | None = None, gpu=no_gpu,
@@ -105,10 +104,7 @@ def test_pydantic_messages_block_apply_until_fixed(qtbot: QtBot) -> None:
 
 
 def test_live_apply_through_the_main_window(qtbot: QtBot, port: FakePort) -> None:
-    window = MainWindow(Settings().with_value("ui.first_run_done", True),
-                        port_factory=lambda _s: port, gpu_query=no_gpu)
-    qtbot.addWidget(window)
-    window.start_conversation()
+    window = open_window(qtbot, done_first_run(), port, gpu_query=no_gpu)
     window.open_settings("vad")
     dialog = window.settings_dialog
     assert isinstance(dialog, SettingsDialog)
@@ -227,10 +223,7 @@ def test_devices_meter_and_test_tone_via_the_port(qtbot: QtBot, port: FakePort,
 
 
 def test_changes_made_outside_the_dialog_are_not_undone(qtbot: QtBot, port: FakePort) -> None:
-    window = MainWindow(Settings().with_value("ui.first_run_done", True),
-                        port_factory=lambda _s: port, gpu_query=no_gpu)
-    qtbot.addWidget(window)
-    window.start_conversation()
+    window = open_window(qtbot, done_first_run(), port, gpu_query=no_gpu)
     window.open_settings("sampling")
     dialog = window.settings_dialog
     assert isinstance(dialog, SettingsDialog)

@@ -21,10 +21,12 @@ from app.engine.moss_speech.codec.testing import write_tiny_codec
 from app.engine.moss_speech.config import MossSpeechConfig
 
 if TYPE_CHECKING:
+    from app.engine.moss_speech.model import MossSpeechModel
+    from app.engine.moss_speech.sampling import Sampling
     from app.settings import Settings
 
-__all__ = ["TinyReply", "tiny_engine_reply", "tiny_engine_settings", "write_tiny_checkpoint",
-           "write_tiny_codec", "write_tiny_voice"]
+__all__ = ["TinyReply", "offline_rows", "tiny_engine_reply", "tiny_engine_settings",
+           "write_tiny_checkpoint", "write_tiny_codec", "write_tiny_voice"]
 
 TINY_SPECIAL_TOKENS = {  # id → (string, special); 151667 is <think> in Qwen3 and not special
     151643: ("<|endoftext|>", True),
@@ -197,3 +199,20 @@ def tiny_engine_reply(folder: Path | str) -> TinyReply:
         return TinyReply(samples, rate, stages, transcripts, time.perf_counter() - started)
     finally:
         engine.close()
+
+
+def offline_rows(model: MossSpeechModel, prompt: torch.Tensor, sampling: Sampling,
+                 seed: int) -> list[tuple[int, int]]:
+    """Reference loop: no cache, full forward_grid each step, both heads always computed; what
+    the streamed rows must equal (the generation tests and the self-test)."""
+    from app.engine.moss_speech.generate import RowSampler
+
+    sampler = RowSampler(model.config, sampling, prompt, seed, model.device)
+    grid, rows = prompt, []
+    with torch.no_grad():
+        while not sampler.finished:
+            text, audio = model.forward_grid(grid[None])  # [1, L, V], [1, L, V_audio]
+            _, row = sampler.sample(text[0, -1].clone(), audio[0, -1].clone())
+            rows.append(row)
+            grid = torch.cat([grid, torch.tensor([row])])
+    return rows

@@ -10,7 +10,6 @@ from app.engine.moss_speech.generate import (
     AUDIO,
     TEXT,
     GenerationSession,
-    RowSampler,
     generate_rows,
     initial_mode,
     next_mode,
@@ -20,6 +19,7 @@ from app.engine.moss_speech.kv_cache import KVCaches
 from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.prompt import Turn, build_prompt
 from app.engine.moss_speech.sampling import Sampling
+from app.engine.moss_speech.testing import offline_rows
 from app.engine.moss_speech.tokenizer import MossTokenizer
 
 CFG = MossSpeechConfig.tiny()
@@ -115,19 +115,6 @@ def test_max_new_rows_and_cancel_between_rows() -> None:
             cancel.set()  # e.g. barge-in while row 3 is being played
     assert len(got) == 3
     assert len(session.history) == 3  # prompt + 2 forwarded rows; row 3 never ran
-
-
-def offline_rows(model: MossSpeechModel, prompt: torch.Tensor, sampling: Sampling,
-                 seed: int) -> list[tuple[int, int]]:
-    """Reference loop: no cache, full forward_grid each step, both heads always computed."""
-    sampler = RowSampler(model.config, sampling, prompt, seed, model.device)
-    grid, rows = prompt, []
-    while not sampler.finished:
-        text, audio = model.forward_grid(grid[None])
-        _, row = sampler.sample(text[0, -1].clone(), audio[0, -1].clone())
-        rows.append(row)
-        grid = torch.cat([grid, torch.tensor([row])])
-    return rows
 
 
 @pytest.fixture(scope="module")
