@@ -146,12 +146,13 @@ class GenerationSession:
 
         Returns the number of rows reused from the cache.
         """
-        grid = torch.as_tensor(grid, dtype=torch.int64).reshape(-1, 2).to(self.model.device)
-        self.model.check_grid(grid[None])
-        rows: list[Row] = [(int(t), int(a)) for t, a in grid.tolist()]
+        cpu = torch.as_tensor(grid, dtype=torch.int64).reshape(-1, 2).cpu()
+        self.model.check_grid(cpu[None])  # on the host: no device syncs, no round trip for rows
+        rows: list[Row] = [(int(t), int(a)) for t, a in cpu.tolist()]
         self.caches.check_room(0, len(rows))
         reuse = min(_common_prefix(self.history, rows), len(rows) - 1)  # re-run the last row
         self.truncate(reuse)
+        grid = cpu.to(self.model.device)
         first_mode = next_mode(initial_mode(rows[-1], self.config), rows[-1], self.config)
         with torch.no_grad():
             for start in range(reuse, len(rows), self.prefill_chunk_rows):
