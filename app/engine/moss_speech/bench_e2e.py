@@ -209,9 +209,9 @@ def _vram_refusal(options: BenchOptions) -> str | None:
 def _time_transcripts(engine: MossSpeechEngine) -> float | None:
     """One user-turn transcript pass (greedy text rows over the last user turn)."""
     exchanges = engine.memory.exchanges
-    if not exchanges or isinstance(exchanges[-1].user.content, str):
+    if not exchanges or not exchanges[-1].user.is_audio:
         return None
-    engine.transcriber.add(0, "user", list(exchanges[-1].user.content))
+    engine.transcriber.add(0, "user", list(exchanges[-1].user.codes))
     started = time.perf_counter()
     for _ in engine.transcriber.run(threading.Event()):
         pass

@@ -35,10 +35,6 @@ class DeviceChoice:
     device: torch.device
     warning: str = ""  # shown once the engine is loaded
 
-    @property
-    def kind(self) -> str:
-        return self.device.type
-
 
 def npu_available() -> bool:
     """An Ascend NPU through the torch_npu plug-in (importing it registers ``torch.npu``)."""

@@ -44,6 +44,7 @@ from app.engine.moss_speech.codec import (
     VoiceFileError,
 )
 from app.engine.moss_speech.codec.codec import OUTPUT_SAMPLE_RATE_HZ
+from app.engine.moss_speech.decode_step import ms_since
 from app.engine.moss_speech.generate import GenerationSession
 from app.engine.moss_speech.memory import ContextFullError, ConversationMemory
 from app.engine.moss_speech.model import MossSpeechModel
@@ -302,18 +303,18 @@ class MossSpeechEngine(Engine):
             raise no_voice_error()
         started = time.perf_counter()
         user = self._user_turn(turn)
-        yield StageTimed(turn.turn_id, "encode", _ms_since(started))
+        yield StageTimed(turn.turn_id, "encode", ms_since(started))
         if cancel.is_set():
             self._pending = _Pending(turn.turn_id, user, 0, self.modality)
             yield ReplyDone(turn.turn_id, cancelled=True)
             return
-        if not isinstance(user.content, str) and self.transcripts_on:
-            self.transcriber.add(turn.turn_id, "user", list(user.content))
+        if user.is_audio and self.transcripts_on:
+            self.transcriber.add(turn.turn_id, "user", list(user.codes))
         started = time.perf_counter()
         prompt = self.memory.prompt(user, self._reserve_rows())
         reused = self.session.prefill(prompt)
         self.last_prefill = PrefillStat(reused, len(prompt))
-        yield StageTimed(turn.turn_id, "prefill", _ms_since(started))
+        yield StageTimed(turn.turn_id, "prefill", ms_since(started))
         pending = self._pending = _Pending(turn.turn_id, user, len(prompt), self.modality)
         self.last_reply = pending.record
         if self.modality == "audio":
@@ -367,9 +368,8 @@ class MossSpeechEngine(Engine):
         rows = self.memory.history_rows()
         reused = self.session.prefill(rows)
         self.last_prefill = PrefillStat(reused, len(rows))
-        if (assistant is not None and not isinstance(assistant.content, str)
-                and self.transcripts_on):
-            self.transcriber.add(turn_id, "assistant", list(assistant.content))
+        if assistant is not None and assistant.is_audio and self.transcripts_on:
+            self.transcriber.add(turn_id, "assistant", list(assistant.codes))
 
     def _heard_turn(self, pending: _Pending, heard_samples: int, rate_hz: int) -> Turn | None:
         if pending.modality == "text":
@@ -412,7 +412,3 @@ def _refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: s
     if growth_bytes > 0 and free is not None and growth_bytes > free - WORKING_MARGIN_BYTES:
         raise EngineInputError(f"{what} would need {gib(growth_bytes)} more GPU memory, but "
                                f"only {gib(free)} is free.", advice, "out_of_memory")
-
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000

@@ -37,6 +37,11 @@ class Turn:
     def is_audio(self) -> bool:
         return not isinstance(self.content, str)
 
+    @property
+    def codes(self) -> tuple[int, ...]:
+        """The codes of a spoken turn; empty for a text turn."""
+        return () if isinstance(self.content, str) else self.content
+
 
 def as_turn(item: Turn | Mapping[str, Any]) -> Turn:
     """Accept a Turn or {"role": ..., "content": str | codes}; codes may be any int sequence."""
