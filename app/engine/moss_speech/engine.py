@@ -348,7 +348,7 @@ class MossSpeechEngine(Engine):
         self._feed = None
         dev.release_memory(self.device)
         advice = dev.out_of_memory_advice(self.device, self.model.precision, self.capacity,
-                                          self.parts.model_dir,
+                                          self.model.config.dims(),
                                           flow_cache_bytes_for(self._settings))
         return ReplyFailed(turn_id, "out_of_memory", f"The device ran out of memory ({exc}).",
                            advice)

@@ -34,9 +34,10 @@ from app.engine.moss_speech.quantize import PRECISIONS, check_precision, quantiz
 
 Progress = Callable[[str, float], None]  # (stage, fraction done) stages: verify, build, load
 FLOAT_DTYPES = ("BF16", "F16", "F32")
+Checkpoint = tuple[MossSpeechConfig, dict[str, TensorInfo]]  # verified config, tensor inventory
 
 
-def verify_checkpoint(folder: Path) -> tuple[MossSpeechConfig, dict[str, TensorInfo]]:
+def verify_checkpoint(folder: Path) -> Checkpoint:
     """Config and tensor inventory of a model folder, or FolderError listing every problem."""
     if not folder.is_dir():
         raise FolderError(f"The model folder {folder} does not exist; choose or download it")
@@ -53,17 +54,19 @@ def verify_checkpoint(folder: Path) -> tuple[MossSpeechConfig, dict[str, TensorI
 
 
 def load_model(model_dir: Path | str, device: str | torch.device = "cpu",
-               precision: str = "bf16", progress: Progress | None = None) -> MossSpeechModel:
+               precision: str = "bf16", progress: Progress | None = None,
+               checked: Checkpoint | None = None) -> MossSpeechModel:
     """Load the AR model from ``config.json`` + safetensors (sharded with an index, or single).
 
     precision: "bf16" (default), "fp32", or weight-only "int8" / "int4" (bf16 compute).
-    Raises FolderError (naming the file) before any model memory is allocated.
+    Raises FolderError (naming the file) before any model memory is allocated. ``checked``:
+    what :func:`verify_checkpoint` already returned for this folder (not read again).
     """
     device = torch.device(device)
     check_precision(precision, device)
     report = progress or (lambda stage, fraction: None)
     report("verify", 0.0)
-    config, inventory = verify_checkpoint(Path(model_dir))
+    config, inventory = checked or verify_checkpoint(Path(model_dir))
     report("build", 0.0)
     with torch.device("meta"):
         model = MossSpeechModel(config)
