@@ -80,11 +80,8 @@ def build(options: BenchOptions) -> MossSpeechEngine:
     from app.engine.moss_speech.build import warm_up
 
     warm_up(engine)
-    engine.reuse_voice_prefix = engine.reuse_voice_prefix and options.voice_prefix
-    engine.apply_settings(settings)
+    engine.set_reuse_voice_prefix(engine.reuse_voice_prefix and options.voice_prefix)
     engine.policy = replace(engine.policy, final=options.final)
-    if not engine.reuse_voice_prefix:
-        codec.clear_caches()
     return engine
 
 

@@ -139,6 +139,4 @@ def _warm_codec(engine: MossSpeechEngine) -> None:
                     "too little GPU memory free; it is dropped, so the first chunk of each reply "
                     "takes longer (a smaller Settings → Streaming → Flow cache budget keeps it)",
                     engine.codec.cache_nbytes() / 2**20)
-        engine.codec.clear_caches()
-        engine.reuse_voice_prefix = False
-        engine.apply_settings(engine.settings)
+        engine.set_reuse_voice_prefix(False)

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +177,15 @@ class MossSpeechEngine(Engine):
             self.codec.clear_caches()
             return
         self.policy.open(self.codec, self._voice).close()
+
+    def set_reuse_voice_prefix(self, reuse: bool) -> None:
+        """Keep (or stop keeping) the voice prompt's flow state between replies; off frees it
+        (the warm-up turns it off when the GPU is short of memory)."""
+        if reuse == self.reuse_voice_prefix:
+            return
+        self.reuse_voice_prefix = reuse
+        self.policy = replace(self.policy, reuse_voice_prefix=reuse)
+        self.prepare_voice()
 
     def _load_voice(self, path: Path | None) -> VoiceConditioning | None:
         if path is None:
