@@ -130,6 +130,19 @@ def check_fits(free_bytes: int | None, precision: str, context_rows: int,
                                      "Streaming → Flow cache budget.")
 
 
+def refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: str) -> None:
+    """Refuse a live change whose extra GPU memory is not free (the preflight counted the old
+    setting), before anything changes: an EngineInputError (category out_of_memory)."""
+    from app.engine.moss_speech.parts import EngineInputError  # parts imports this module
+
+    free = free_memory_bytes(device)
+    if (growth_bytes > 0 and free is not None
+            and growth_bytes > free - preflight.WORKING_MARGIN_BYTES):
+        raise EngineInputError(f"{what} would need {preflight.gib(growth_bytes)} more GPU "
+                               f"memory, but only {preflight.gib(free)} is free.", advice,
+                               "out_of_memory")
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """CUDA/NPU out-of-memory errors (torch raises OutOfMemoryError; some paths a RuntimeError)."""
     if isinstance(exc, torch.OutOfMemoryError):

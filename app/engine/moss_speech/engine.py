@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from app.engine.base import (
     Engine,
@@ -45,7 +44,7 @@ from app.engine.moss_speech.codec import (
 )
 from app.engine.moss_speech.codec.codec import OUTPUT_SAMPLE_RATE_HZ
 from app.engine.moss_speech.decode_step import ms_since
-from app.engine.moss_speech.generate import GenerationSession
+from app.engine.moss_speech.generate import open_session, warm_session
 from app.engine.moss_speech.memory import ContextFullError, ConversationMemory
 from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.parts import (
@@ -54,12 +53,12 @@ from app.engine.moss_speech.parts import (
     PrefillStat,
     no_voice_error,
 )
-from app.engine.moss_speech.prompt import OutputModality, Turn, build_prompt
+from app.engine.moss_speech.prompt import Turn
 from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.speak import ReplyRecord, StreamPolicy, speak, write
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS, Transcriber
 from app.engine.moss_speech.user_audio import UserAudio, encode_whole
-from app.engine.preflight import WORKING_MARGIN_BYTES, flow_cache_bytes_for, gib
+from app.engine.preflight import flow_cache_bytes_for
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -89,7 +88,8 @@ class MossSpeechEngine(Engine):
         self.device_warning = parts.device.warning
         self.precision = self.model.precision
         self.capacity = capacity_rows(settings, self.model)
-        self.session = self._new_session(self.capacity, decode_path)
+        self.session = open_session(self.model, self.capacity, decode_path)
+        self._decode_path = self.session.decode.path  # still known after close()
         self.memory = ConversationMemory(self.tokenizer, self.capacity)
         self.transcriber = Transcriber(self.model, self.tokenizer, transcript_rows)
         self.reuse_voice_prefix = True  # the warm-up may turn it off for lack of memory
@@ -167,7 +167,7 @@ class MossSpeechEngine(Engine):
         """Refuse a flow-cache budget (or longest reply) whose extra memory the GPU does not
         have, before anything changes (the VRAM preflight counted the old one)."""
         growth = flow_cache_bytes_for(settings) - flow_cache_bytes_for(self._settings)
-        _refuse_growth(self.device, growth, "The voice decoder",
+        dev.refuse_growth(self.device, growth, "The voice decoder",
                        "Keep a smaller Settings → Streaming → Flow cache budget or Sampling → "
                        "Max new rows, or choose a smaller precision.")
 
@@ -200,9 +200,9 @@ class MossSpeechEngine(Engine):
         """A new KV cache for a new context bound; the history is kept and re-prefilled by the
         next turn (dropping the oldest turns if it no longer fits)."""
         held = self.session.caches.nbytes
-        _refuse_growth(self.device, held // self.session.max_rows * capacity - held,
-                       f"A context of {capacity} rows", "Keep a smaller Settings → Engine → "
-                       "Context max rows, or choose a smaller precision.")
+        dev.refuse_growth(self.device, held // self.session.max_rows * capacity - held,
+                          f"A context of {capacity} rows", "Keep a smaller Settings → Engine → "
+                          "Context max rows, or choose a smaller precision.")
         self._replace_session(capacity, self.decode_path)
         self.capacity = self.memory.capacity_rows = capacity
         self.warm_decode()
@@ -211,15 +211,8 @@ class MossSpeechEngine(Engine):
         """Free the old session's KV cache and graphs before building the new one."""
         self.session = None  # type: ignore[assignment]
         dev.release_memory(self.device)
-        self.session = self._new_session(capacity, decode_path)
-
-    def _new_session(self, capacity: int, decode_path: str) -> GenerationSession:
-        """A session whose decode step is chosen (and validated) now, on this thread."""
-        session = GenerationSession(self.model, capacity, decode_path=decode_path)
-        self._decode_path = session.decode.path  # still known after close()
-        log.info("decode step on %s: %s, ready in %.0f ms", self.device, session.decode.summary,
-                 session.decode.setup_ms)
-        return session
+        self.session = open_session(self.model, capacity, decode_path)
+        self._decode_path = self.session.decode.path
 
     def prepare(self) -> None:
         """On the engine thread: record the decode step's graphs again if they were recorded on
@@ -237,19 +230,13 @@ class MossSpeechEngine(Engine):
         if self.device.type == "cpu":
             return
         try:
-            modalities: tuple[OutputModality, ...] = ("audio", "text")
-            for modality in modalities:
-                self.session.prefill(build_prompt(self.tokenizer, [Turn("system", "Warm up.")],
-                                                  modality))
-                for _row in self.session.rows(Sampling(max_new_rows=4, min_new_rows=0), seed=0):
-                    pass
+            warm_session(self.session, self.tokenizer)
         except Exception as exc:
             if self.decode_path == "eager":
                 raise
             log.warning("the %s decode step failed in the warm-up (%s: %s); using the eager "
                         "step, which is slower per row", self.decode_path, type(exc).__name__, exc)
             self._replace_session(self.capacity, "eager")
-        self.session.reset()
 
     # ---- user audio --------------------------------------------------------------------------
 
@@ -413,11 +400,3 @@ class MossSpeechEngine(Engine):
             setattr(self, name, None)
         dev.release_memory(self.device)
 
-
-def _refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: str) -> None:
-    """Refuse a live change whose extra GPU memory is not free (the preflight counted the old
-    setting), before anything changes."""
-    free = dev.free_memory_bytes(device)
-    if growth_bytes > 0 and free is not None and growth_bytes > free - WORKING_MARGIN_BYTES:
-        raise EngineInputError(f"{what} would need {gib(growth_bytes)} more GPU memory, but "
-                               f"only {gib(free)} is free.", advice, "out_of_memory")
