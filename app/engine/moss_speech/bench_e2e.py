@@ -80,11 +80,8 @@ def build(options: BenchOptions) -> MossSpeechEngine:
     from app.engine.moss_speech.build import warm_up
 
     warm_up(engine)
-    engine.reuse_voice_prefix = engine.reuse_voice_prefix and options.voice_prefix
-    engine.apply_settings(settings)
+    engine.set_reuse_voice_prefix(engine.reuse_voice_prefix and options.voice_prefix)
     engine.policy = replace(engine.policy, final=options.final)
-    if not engine.reuse_voice_prefix:
-        codec.clear_caches()
     return engine
 
 
@@ -209,9 +206,9 @@ def _vram_refusal(options: BenchOptions) -> str | None:
 def _time_transcripts(engine: MossSpeechEngine) -> float | None:
     """One user-turn transcript pass (greedy text rows over the last user turn)."""
     exchanges = engine.memory.exchanges
-    if not exchanges or isinstance(exchanges[-1].user.content, str):
+    if not exchanges or not exchanges[-1].user.is_audio:
         return None
-    engine.transcriber.add(0, "user", list(exchanges[-1].user.content))
+    engine.transcriber.add(0, "user", list(exchanges[-1].user.codes))
     started = time.perf_counter()
     for _ in engine.transcriber.run(threading.Event()):
         pass

@@ -30,7 +30,7 @@ from app.engine.moss_speech.parts import EngineInputError, EngineParts
 from app.engine.moss_speech.quantize import PrecisionError, check_precision
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS
-from app.engine.moss_speech.weights import load_model, verify_checkpoint
+from app.engine.moss_speech.weights import Checkpoint, load_model, verify_checkpoint
 from app.engine.preflight import WORKING_MARGIN_BYTES, flow_cache_bytes_for
 from app.settings import Settings
 
@@ -61,15 +61,15 @@ def load_parts(settings: Settings) -> EngineParts:
     except PrecisionError as exc:
         raise EngineUnavailableError(str(exc), action=dev.PRECISION_ACTION) from exc
     try:
-        verify_checkpoint(model_dir)
+        checked = verify_checkpoint(model_dir)  # read once: the preflight and the load use it
         verify_codec_folder(codec_dir).raise_if_bad()
     except FolderError as exc:
         raise EngineUnavailableError(str(exc), "model_invalid", MODEL_ACTION) from exc
     dev.check_fits(dev.free_memory_bytes(choice.device), e.precision, e.context_max_rows,
-                   model_dir, extra_rows=TRANSCRIPT_MAX_ROWS,
+                   checked[0].dims(), extra_rows=TRANSCRIPT_MAX_ROWS,
                    flow_cache_bytes=flow_cache_bytes_for(settings))
     try:
-        return _load(settings, choice, model_dir, codec_dir)
+        return _load(settings, choice, model_dir, codec_dir, checked)
     except (FolderError, CodecLoadError, CodecConfigError) as exc:
         raise EngineUnavailableError(str(exc), "model_invalid", MODEL_ACTION) from exc
     except EngineInputError as exc:
@@ -94,10 +94,10 @@ def _folders(settings: Settings) -> tuple[Path, Path]:
     return Path(e.model_dir), Path(e.codec_dir)
 
 
-def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path,
-          codec_dir: Path) -> EngineParts:
+def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path, codec_dir: Path,
+          checked: Checkpoint) -> EngineParts:
     e = settings.engine
-    model = load_model(model_dir, choice.device, e.precision)
+    model = load_model(model_dir, choice.device, e.precision, checked=checked)
     tokenizer = load_tokenizer(model_dir, model.config)
     codec = load_codec(codec_dir, choice.device, torch.float32,
                        streaming_chunks=(settings.streaming.chunk_codes,))
@@ -109,7 +109,7 @@ def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path,
             voice = codec.voice(e.voice_prompt)
         except VoiceFileError as exc:
             raise EngineInputError(str(exc), VOICE_ACTION, "voice_prompt") from exc
-    return EngineParts(model, tokenizer, codec, voice, choice, model_dir, e.voice_prompt)
+    return EngineParts(model, tokenizer, codec, voice, choice, e.voice_prompt)
 
 
 def warm_up(engine: MossSpeechEngine) -> None:
@@ -139,6 +139,4 @@ def _warm_codec(engine: MossSpeechEngine) -> None:
                     "too little GPU memory free; it is dropped, so the first chunk of each reply "
                     "takes longer (a smaller Settings → Streaming → Flow cache budget keeps it)",
                     engine.codec.cache_nbytes() / 2**20)
-        engine.codec.clear_caches()
-        engine.reuse_voice_prefix = False
-        engine.apply_settings(engine.settings)
+        engine.set_reuse_voice_prefix(False)

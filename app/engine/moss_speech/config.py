@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.folders import FolderError, lm_config_problems, load_json
+from app.engine.preflight import ModelDims
 
 # Published special ids (contract §1.6); config.json may override the ones it carries.
 PAD_TOKEN_ID = 151643  # <|endoftext|>
@@ -49,15 +50,19 @@ class MossSpeechConfig:
     im_start_token_id: int = IM_START_TOKEN_ID
     im_end_token_id: int = IM_END_TOKEN_ID
 
+    def dims(self) -> ModelDims:
+        """The memory-deciding dimensions, counted by the VRAM preflight's one rule."""
+        return ModelDims.from_config(self.to_dict())
+
     @property
     def kv_layers(self) -> int:
         """Layers that keep a KV cache: shared + text block + audio block."""
-        return self.num_shared_layers + 2 * self.num_modality_layers
+        return self.dims().num_decoder_layers
 
     @property
     def kv_bytes_per_row(self) -> int:
-        """KV cache bytes per grid row at 2 bytes per value (bf16)."""
-        return self.kv_layers * 2 * self.num_key_value_heads * self.head_dim * 2
+        """KV cache bytes per grid row in bf16."""
+        return self.dims().kv_bytes_per_row("bf16")
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: str = "config.json") -> MossSpeechConfig:

@@ -194,10 +194,10 @@ def select_decode_step(model: MossSpeechModel, caches: KVCaches, plan: Sequence[
             break
         problem, step = _try_path(model, caches, builders[planned.path], rounds)
         if step is not None:
-            return DecodeChoice(step, notes, _ms_since(started))
+            return DecodeChoice(step, notes, ms_since(started))
         log.warning("decode step %r not used: %s", planned.path, problem)
         notes.append(f"{planned.path} failed: {problem}")
-    return DecodeChoice(builders["eager"](model, caches), notes, _ms_since(started))
+    return DecodeChoice(builders["eager"](model, caches), notes, ms_since(started))
 
 
 def _try_path(model: MossSpeechModel, caches: KVCaches, build: Builder,
@@ -306,5 +306,6 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else "(no message)"
 
 
-def _ms_since(started: float) -> float:
+def ms_since(started: float) -> float:
+    """Milliseconds of wall time since a ``time.perf_counter()`` reading."""
     return (time.perf_counter() - started) * 1000

@@ -14,7 +14,6 @@ import gc
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -34,10 +33,6 @@ PRECISION_ACTION = "Choose another precision in Settings → Engine → Precisio
 class DeviceChoice:
     device: torch.device
     warning: str = ""  # shown once the engine is loaded
-
-    @property
-    def kind(self) -> str:
-        return self.device.type
 
 
 def npu_available() -> bool:
@@ -115,23 +110,37 @@ def free_memory_bytes(device: torch.device) -> int | None:
 
 
 def check_fits(free_bytes: int | None, precision: str, context_rows: int,
-               model_dir: Path | None, extra_rows: int = 0,
+               dims: preflight.ModelDims | None, extra_rows: int = 0,
                flow_cache_bytes: int | None = None) -> None:
     """Refuse a precision that cannot fit ``free_bytes`` of accelerator memory, naming one
     that can (None: not an accelerator, nothing to check).
 
     ``context_rows`` + ``extra_rows`` (the transcript pass's own cache) size the KV term,
-    ``flow_cache_bytes`` the codec's streaming state (None: the default settings')."""
+    ``flow_cache_bytes`` the codec's streaming state (None: the default settings'); ``dims``
+    are the checked config's (None: the published model's)."""
     if free_bytes is None:
         return
-    dims = preflight.dims_from_folder(model_dir)
-    problem = preflight.fit_problem(precision, free_bytes, context_rows + extra_rows, dims,
+    problem = preflight.fit_problem(precision, free_bytes, context_rows + extra_rows,
+                                    dims or preflight.ModelDims(),
                                     flow_cache_bytes)
     if problem:
         raise EngineUnavailableError(problem, category="out_of_memory",
                                      action="Or close other programs that use the GPU, or "
                                      "lower Settings → Engine → Context max rows or Settings → "
                                      "Streaming → Flow cache budget.")
+
+
+def refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: str) -> None:
+    """Refuse a live change whose extra GPU memory is not free (the preflight counted the old
+    setting), before anything changes: an EngineInputError (category out_of_memory)."""
+    from app.engine.moss_speech.parts import EngineInputError  # parts imports this module
+
+    free = free_memory_bytes(device)
+    if (growth_bytes > 0 and free is not None
+            and growth_bytes > free - preflight.WORKING_MARGIN_BYTES):
+        raise EngineInputError(f"{what} would need {preflight.gib(growth_bytes)} more GPU "
+                               f"memory, but only {preflight.gib(free)} is free.", advice,
+                               "out_of_memory")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -142,13 +151,14 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def out_of_memory_advice(device: torch.device, precision: str, context_rows: int,
-                         model_dir: Path | None, flow_cache_bytes: int | None = None) -> str:
+                         dims: preflight.ModelDims | None,
+                         flow_cache_bytes: int | None = None) -> str:
     """What to do after an out-of-memory turn, with the precision that fits if one does."""
     free = free_memory_bytes(device)
     base = "The conversation so far is kept and the next turn can try again."
     if free is None:
         return base + " Close other programs, or shorten replies (Sampling → Max new rows)."
-    advice = preflight.recommend(free, context_rows, preflight.dims_from_folder(model_dir),
+    advice = preflight.recommend(free, context_rows, dims or preflight.ModelDims(),
                                  flow_cache_bytes)
     if advice.precision and advice.precision != precision:
         return (f"{base} {advice.message} Choose {advice.precision} in Settings → Engine → "

@@ -22,11 +22,10 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from app.engine.base import (
     Engine,
@@ -44,7 +43,8 @@ from app.engine.moss_speech.codec import (
     VoiceFileError,
 )
 from app.engine.moss_speech.codec.codec import OUTPUT_SAMPLE_RATE_HZ
-from app.engine.moss_speech.generate import GenerationSession
+from app.engine.moss_speech.decode_step import ms_since
+from app.engine.moss_speech.generate import open_session, warm_session
 from app.engine.moss_speech.memory import ContextFullError, ConversationMemory
 from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.parts import (
@@ -53,12 +53,12 @@ from app.engine.moss_speech.parts import (
     PrefillStat,
     no_voice_error,
 )
-from app.engine.moss_speech.prompt import OutputModality, Turn, build_prompt
+from app.engine.moss_speech.prompt import Turn
 from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.speak import ReplyRecord, StreamPolicy, speak, write
 from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS, Transcriber
 from app.engine.moss_speech.user_audio import UserAudio, encode_whole
-from app.engine.preflight import WORKING_MARGIN_BYTES, flow_cache_bytes_for, gib
+from app.engine.preflight import flow_cache_bytes_for
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,8 @@ class MossSpeechEngine(Engine):
         self.device_warning = parts.device.warning
         self.precision = self.model.precision
         self.capacity = capacity_rows(settings, self.model)
-        self.session = self._new_session(self.capacity, decode_path)
+        self.session = open_session(self.model, self.capacity, decode_path)
+        self._decode_path = self.session.decode.path  # still known after close()
         self.memory = ConversationMemory(self.tokenizer, self.capacity)
         self.transcriber = Transcriber(self.model, self.tokenizer, transcript_rows)
         self.reuse_voice_prefix = True  # the warm-up may turn it off for lack of memory
@@ -166,7 +167,7 @@ class MossSpeechEngine(Engine):
         """Refuse a flow-cache budget (or longest reply) whose extra memory the GPU does not
         have, before anything changes (the VRAM preflight counted the old one)."""
         growth = flow_cache_bytes_for(settings) - flow_cache_bytes_for(self._settings)
-        _refuse_growth(self.device, growth, "The voice decoder",
+        dev.refuse_growth(self.device, growth, "The voice decoder",
                        "Keep a smaller Settings → Streaming → Flow cache budget or Sampling → "
                        "Max new rows, or choose a smaller precision.")
 
@@ -176,6 +177,15 @@ class MossSpeechEngine(Engine):
             self.codec.clear_caches()
             return
         self.policy.open(self.codec, self._voice).close()
+
+    def set_reuse_voice_prefix(self, reuse: bool) -> None:
+        """Keep (or stop keeping) the voice prompt's flow state between replies; off frees it
+        (the warm-up turns it off when the GPU is short of memory)."""
+        if reuse == self.reuse_voice_prefix:
+            return
+        self.reuse_voice_prefix = reuse
+        self.policy = replace(self.policy, reuse_voice_prefix=reuse)
+        self.prepare_voice()
 
     def _load_voice(self, path: Path | None) -> VoiceConditioning | None:
         if path is None:
@@ -190,9 +200,9 @@ class MossSpeechEngine(Engine):
         """A new KV cache for a new context bound; the history is kept and re-prefilled by the
         next turn (dropping the oldest turns if it no longer fits)."""
         held = self.session.caches.nbytes
-        _refuse_growth(self.device, held // self.session.max_rows * capacity - held,
-                       f"A context of {capacity} rows", "Keep a smaller Settings → Engine → "
-                       "Context max rows, or choose a smaller precision.")
+        dev.refuse_growth(self.device, held // self.session.max_rows * capacity - held,
+                          f"A context of {capacity} rows", "Keep a smaller Settings → Engine → "
+                          "Context max rows, or choose a smaller precision.")
         self._replace_session(capacity, self.decode_path)
         self.capacity = self.memory.capacity_rows = capacity
         self.warm_decode()
@@ -201,15 +211,8 @@ class MossSpeechEngine(Engine):
         """Free the old session's KV cache and graphs before building the new one."""
         self.session = None  # type: ignore[assignment]
         dev.release_memory(self.device)
-        self.session = self._new_session(capacity, decode_path)
-
-    def _new_session(self, capacity: int, decode_path: str) -> GenerationSession:
-        """A session whose decode step is chosen (and validated) now, on this thread."""
-        session = GenerationSession(self.model, capacity, decode_path=decode_path)
-        self._decode_path = session.decode.path  # still known after close()
-        log.info("decode step on %s: %s, ready in %.0f ms", self.device, session.decode.summary,
-                 session.decode.setup_ms)
-        return session
+        self.session = open_session(self.model, capacity, decode_path)
+        self._decode_path = self.session.decode.path
 
     def prepare(self) -> None:
         """On the engine thread: record the decode step's graphs again if they were recorded on
@@ -227,19 +230,13 @@ class MossSpeechEngine(Engine):
         if self.device.type == "cpu":
             return
         try:
-            modalities: tuple[OutputModality, ...] = ("audio", "text")
-            for modality in modalities:
-                self.session.prefill(build_prompt(self.tokenizer, [Turn("system", "Warm up.")],
-                                                  modality))
-                for _row in self.session.rows(Sampling(max_new_rows=4, min_new_rows=0), seed=0):
-                    pass
+            warm_session(self.session, self.tokenizer)
         except Exception as exc:
             if self.decode_path == "eager":
                 raise
             log.warning("the %s decode step failed in the warm-up (%s: %s); using the eager "
                         "step, which is slower per row", self.decode_path, type(exc).__name__, exc)
             self._replace_session(self.capacity, "eager")
-        self.session.reset()
 
     # ---- user audio --------------------------------------------------------------------------
 
@@ -302,18 +299,18 @@ class MossSpeechEngine(Engine):
             raise no_voice_error()
         started = time.perf_counter()
         user = self._user_turn(turn)
-        yield StageTimed(turn.turn_id, "encode", _ms_since(started))
+        yield StageTimed(turn.turn_id, "encode", ms_since(started))
         if cancel.is_set():
             self._pending = _Pending(turn.turn_id, user, 0, self.modality)
             yield ReplyDone(turn.turn_id, cancelled=True)
             return
-        if not isinstance(user.content, str) and self.transcripts_on:
-            self.transcriber.add(turn.turn_id, "user", list(user.content))
+        if user.is_audio and self.transcripts_on:
+            self.transcriber.add(turn.turn_id, "user", list(user.codes))
         started = time.perf_counter()
         prompt = self.memory.prompt(user, self._reserve_rows())
         reused = self.session.prefill(prompt)
         self.last_prefill = PrefillStat(reused, len(prompt))
-        yield StageTimed(turn.turn_id, "prefill", _ms_since(started))
+        yield StageTimed(turn.turn_id, "prefill", ms_since(started))
         pending = self._pending = _Pending(turn.turn_id, user, len(prompt), self.modality)
         self.last_reply = pending.record
         if self.modality == "audio":
@@ -347,7 +344,7 @@ class MossSpeechEngine(Engine):
         self._feed = None
         dev.release_memory(self.device)
         advice = dev.out_of_memory_advice(self.device, self.model.precision, self.capacity,
-                                          self.parts.model_dir,
+                                          self.model.config.dims(),
                                           flow_cache_bytes_for(self._settings))
         return ReplyFailed(turn_id, "out_of_memory", f"The device ran out of memory ({exc}).",
                            advice)
@@ -367,9 +364,8 @@ class MossSpeechEngine(Engine):
         rows = self.memory.history_rows()
         reused = self.session.prefill(rows)
         self.last_prefill = PrefillStat(reused, len(rows))
-        if (assistant is not None and not isinstance(assistant.content, str)
-                and self.transcripts_on):
-            self.transcriber.add(turn_id, "assistant", list(assistant.content))
+        if assistant is not None and assistant.is_audio and self.transcripts_on:
+            self.transcriber.add(turn_id, "assistant", list(assistant.codes))
 
     def _heard_turn(self, pending: _Pending, heard_samples: int, rate_hz: int) -> Turn | None:
         if pending.modality == "text":
@@ -404,15 +400,3 @@ class MossSpeechEngine(Engine):
             setattr(self, name, None)
         dev.release_memory(self.device)
 
-
-def _refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: str) -> None:
-    """Refuse a live change whose extra GPU memory is not free (the preflight counted the old
-    setting), before anything changes."""
-    free = dev.free_memory_bytes(device)
-    if growth_bytes > 0 and free is not None and growth_bytes > free - WORKING_MARGIN_BYTES:
-        raise EngineInputError(f"{what} would need {gib(growth_bytes)} more GPU memory, but "
-                               f"only {gib(free)} is free.", advice, "out_of_memory")
-
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000

@@ -14,6 +14,7 @@ modality_pad and it draws no randomness (per-channel generators), so skipping it
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from app.engine.moss_speech.config import MossSpeechConfig
 from app.engine.moss_speech.decode_policy import machine_plan
 from app.engine.moss_speech.decode_step import DecodeChoice, EagerStep, select_decode_step
 from app.engine.moss_speech.model import Logits, MossSpeechModel
+from app.engine.moss_speech.prompt import OutputModality, Turn, build_prompt
 from app.engine.moss_speech.sampling import (
     ChannelSampler,
     Sampling,
@@ -32,6 +34,9 @@ from app.engine.moss_speech.sampling import (
     mask_text_logits,
     new_seed,
 )
+from app.engine.moss_speech.tokenizer import MossTokenizer
+
+log = logging.getLogger(__name__)
 
 TEXT, AUDIO = "text", "audio"
 Row = tuple[int, int]
@@ -146,12 +151,13 @@ class GenerationSession:
 
         Returns the number of rows reused from the cache.
         """
-        grid = torch.as_tensor(grid, dtype=torch.int64).reshape(-1, 2).to(self.model.device)
-        self.model.check_grid(grid[None])
-        rows: list[Row] = [(int(t), int(a)) for t, a in grid.tolist()]
+        cpu = torch.as_tensor(grid, dtype=torch.int64).reshape(-1, 2).cpu()
+        self.model.check_grid(cpu[None])  # on the host: no device syncs, no round trip for rows
+        rows: list[Row] = [(int(t), int(a)) for t, a in cpu.tolist()]
         self.caches.check_room(0, len(rows))
         reuse = min(_common_prefix(self.history, rows), len(rows) - 1)  # re-run the last row
         self.truncate(reuse)
+        grid = cpu.to(self.model.device)
         first_mode = next_mode(initial_mode(rows[-1], self.config), rows[-1], self.config)
         with torch.no_grad():
             for start in range(reuse, len(rows), self.prefill_chunk_rows):
@@ -193,6 +199,25 @@ class GenerationSession:
     def _step(self, row: Tensor, text_head: bool) -> Logits:
         """Forward one appended row [1, 1, 2] at the next position."""
         return self.decode.step(row, len(self.history), text_head)
+
+
+def open_session(model: MossSpeechModel, capacity: int, decode_path: str) -> GenerationSession:
+    """A session whose decode step is chosen (and validated) now, on this thread."""
+    session = GenerationSession(model, capacity, decode_path=decode_path)
+    log.info("decode step on %s: %s, ready in %.0f ms", model.device, session.decode.summary,
+             session.decode.setup_ms)
+    return session
+
+
+def warm_session(session: GenerationSession, tokenizer: MossTokenizer) -> None:
+    """Run a few rows of both modes (text head off / on) so the first reply pays for no
+    first-use kernels; the session is empty again afterwards."""
+    modalities: tuple[OutputModality, ...] = ("audio", "text")
+    for modality in modalities:
+        session.prefill(build_prompt(tokenizer, [Turn("system", "Warm up.")], modality))
+        for _row in session.rows(Sampling(max_new_rows=4, min_new_rows=0), seed=0):
+            pass
+    session.reset()
 
 
 def generate_rows(model: MossSpeechModel, prompt_grid: Tensor, sampling: Sampling | Any = None,

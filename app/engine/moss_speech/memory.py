@@ -18,7 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.engine.moss_speech.prompt import OutputModality, Turn, text_rows, turn_rows
+from app.engine.moss_speech.prompt import (
+    OutputModality,
+    Turn,
+    assistant_prefix_rows,
+    text_rows,
+    turn_rows,
+)
 from app.engine.moss_speech.tokenizer import MossTokenizer
 
 Row = tuple[int, int]
@@ -63,6 +69,12 @@ class ConversationMemory:
         self.dropped = 0  # exchanges that left the model context
         self._system_text = ""
         self._system_rows: list[Row] = []
+        # constant rows, tokenised once (not at every prompt or early prefill)
+        self._user_header = text_rows(tokenizer, "<|im_start|>user\n")
+        self._assistant_prefixes = {m: assistant_prefix_rows(tokenizer, m)
+                                    for m in ("audio", "text")}
+        self._closing_rows = len(self.user_rows(Turn("user", ()))) - len(
+            self.partial_user_rows(()))  # eosp and <|im_end|>\n after the codes of a turn
         self.configure(system_prompt, modality)
 
     def configure(self, system_prompt: str, modality: OutputModality) -> None:
@@ -86,11 +98,7 @@ class ConversationMemory:
 
     def assistant_prefix(self) -> list[Row]:
         """``<|im_start|>assistant\\n`` (+ sosp when the reply is speech), contract §2.2."""
-        rows = text_rows(self.tokenizer, "<|im_start|>assistant\n")
-        if self.modality == "audio":
-            cfg = self.tokenizer.config
-            rows.append((cfg.sosp_token_id, cfg.audio_pad_token_id))
-        return rows
+        return list(self._assistant_prefixes[self.modality])
 
     def user_rows(self, user: Turn) -> list[Row]:
         return turn_rows(self.tokenizer, user)
@@ -102,7 +110,7 @@ class ConversationMemory:
         user talks leaves only the last codes (and the closing rows) for the end of the turn.
         """
         cfg = self.tokenizer.config
-        return (text_rows(self.tokenizer, "<|im_start|>user\n")
+        return (self._user_header
                 + [(cfg.sosp_token_id, cfg.audio_pad_token_id)]
                 + [(cfg.modality_pad_token_id, int(c)) for c in codes])
 
@@ -115,8 +123,8 @@ class ConversationMemory:
     def partial_prompt(self, codes: Sequence[int], reserve_rows: int) -> list[Row]:
         """History plus the part of a spoken user turn heard so far (early prefill)."""
         tail = self.partial_user_rows(codes)
-        closing = len(self.user_rows(Turn("user", ()))) - len(self.partial_user_rows(()))
-        self.make_room(len(tail) + closing + len(self.assistant_prefix()) + reserve_rows)
+        self.make_room(len(tail) + self._closing_rows + len(self._assistant_prefixes[self.modality])
+                       + reserve_rows)
         return self.history_rows() + tail
 
     def make_room(self, needed_rows: int) -> int:

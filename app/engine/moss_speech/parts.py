@@ -35,7 +35,6 @@ class EngineParts:
     codec: MossSpeechCodec
     voice: VoiceConditioning | None
     device: DeviceChoice
-    model_dir: Path | None = None
     voice_path: Path | None = None
 
 

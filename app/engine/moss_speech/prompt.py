@@ -37,6 +37,11 @@ class Turn:
     def is_audio(self) -> bool:
         return not isinstance(self.content, str)
 
+    @property
+    def codes(self) -> tuple[int, ...]:
+        """The codes of a spoken turn; empty for a text turn."""
+        return () if isinstance(self.content, str) else self.content
+
 
 def as_turn(item: Turn | Mapping[str, Any]) -> Turn:
     """Accept a Turn or {"role": ..., "content": str | codes}; codes may be any int sequence."""
@@ -75,9 +80,24 @@ def turn_rows(tokenizer: MossTokenizer, turn: Turn) -> list[tuple[int, int]]:
             + text_rows(tokenizer, "<|im_end|>\n"))
 
 
+def assistant_prefix_rows(tokenizer: MossTokenizer,
+                          output_modality: OutputModality) -> list[tuple[int, int]]:
+    """``<|im_start|>assistant\\n`` (+ sosp when the reply is speech), contract §2.2."""
+    rows = text_rows(tokenizer, "<|im_start|>assistant\n")
+    if output_modality == "audio":
+        rows.append((tokenizer.config.sosp_token_id, tokenizer.config.audio_pad_token_id))
+    return rows
+
+
 def build_prompt(tokenizer: MossTokenizer, conversation: Iterable[Turn | Mapping[str, Any]],
                  output_modality: OutputModality) -> Tensor:
     """The prompt grid [L, 2] int64 for a conversation and the reply modality."""
+    return torch.tensor(prompt_rows(tokenizer, conversation, output_modality), dtype=torch.int64)
+
+
+def prompt_rows(tokenizer: MossTokenizer, conversation: Iterable[Turn | Mapping[str, Any]],
+                output_modality: OutputModality) -> list[tuple[int, int]]:
+    """The rows of :func:`build_prompt`'s grid, as (text_id, audio_id) tuples."""
     if output_modality not in DEFAULT_SYSTEM_PROMPTS:
         raise ValueError(f"output_modality must be 'audio' or 'text', got {output_modality!r}")
     turns = [as_turn(t) for t in conversation]
@@ -86,10 +106,7 @@ def build_prompt(tokenizer: MossTokenizer, conversation: Iterable[Turn | Mapping
     rows: list[tuple[int, int]] = []
     for turn in turns:
         rows += turn_rows(tokenizer, turn)
-    rows += text_rows(tokenizer, "<|im_start|>assistant\n")
-    if output_modality == "audio":
-        rows.append((tokenizer.config.sosp_token_id, tokenizer.config.audio_pad_token_id))
-    return torch.tensor(rows, dtype=torch.int64)
+    return rows + assistant_prefix_rows(tokenizer, output_modality)
 
 
 def _flat(content: Any) -> Iterable[Any]:

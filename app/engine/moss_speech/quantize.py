@@ -21,8 +21,10 @@ import logging
 import torch
 from torch import nn
 
-PRECISIONS = ("bf16", "fp32", "int8", "int4")
-INT4_GROUP_SIZE = 128  # divides 4096 and 12288; the tinygemm kernel accepts 32..256
+from app.engine.preflight import INT4_GROUP_SIZE, PRECISIONS
+
+# PRECISIONS and INT4_GROUP_SIZE (128: divides 4096 and 12288; the tinygemm kernel accepts
+# 32..256) are the VRAM preflight's, so the estimate and the loaded model follow one policy.
 
 
 class PrecisionError(ValueError):

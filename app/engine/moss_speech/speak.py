@@ -106,16 +106,14 @@ def speak(session: GenerationSession, codec: MossSpeechCodec, voice: VoiceCondit
           sampling: Sampling, seed: int | None, policy: StreamPolicy, cancel: threading.Event,
           turn_id: int, record: ReplyRecord) -> Iterator[EngineEvent]:
     """Generate a spoken reply on a prefilled session; yields stage timings and audio."""
-    stages, stream = _Stages(turn_id), ReplyStream(session.config)
+    stages = _Stages(turn_id)
+    stream = ReplyStream(session.config, codes=record.codes)  # the stream fills record.codes
     decoder = policy.open(codec, voice, seed or 0)
     try:
-        for row in session.rows(sampling, cancel=cancel, seed=seed):
-            record.rows += 1
-            if (timed := stages.row()) is not None:
+        for timed, codes, _ in _released(session, sampling, seed, cancel, stages, stream, record):
+            if timed is not None:
                 yield timed
-            codes, _ = stream.push(row)
             if codes:
-                record.codes += codes
                 pcm = decoder.push(codes)
                 if len(pcm):
                     yield from _audio(stages, record, turn_id, pcm)
@@ -128,6 +126,18 @@ def speak(session: GenerationSession, codec: MossSpeechCodec, voice: VoiceCondit
     finally:
         record.flow = decoder.flow_stats
         decoder.close()
+
+
+def _released(session: GenerationSession, sampling: Sampling, seed: int | None,
+              cancel: threading.Event, stages: _Stages, stream: ReplyStream,
+              record: ReplyRecord) -> Iterator[tuple[StageTimed | None, list[int], list[int]]]:
+    """Per sampled row: its first-row timing (the first row only), then the codes and text ids
+    the row releases; counts the row in ``record``."""
+    for row in session.rows(sampling, cancel=cancel, seed=seed):
+        record.rows += 1
+        timed = stages.row()
+        codes, text_ids = stream.push(row)
+        yield timed, codes, text_ids
 
 
 def _audio(stages: _Stages, record: ReplyRecord, turn_id: int,
@@ -143,11 +153,9 @@ def write(session: GenerationSession, tokenizer: MossTokenizer, sampling: Sampli
           record: ReplyRecord) -> Iterator[EngineEvent]:
     """Generate a text reply (output modality "text"); each ReplyText holds the text so far."""
     stages, stream = _Stages(turn_id), ReplyStream(session.config)
-    for row in session.rows(sampling, cancel=cancel, seed=seed):
-        record.rows += 1
-        if (timed := stages.row()) is not None:
+    for timed, _, text_ids in _released(session, sampling, seed, cancel, stages, stream, record):
+        if timed is not None:
             yield timed
-        _, text_ids = stream.push(row)
         if text_ids:
             text = tokenizer.decode(stream.text_ids)
             if text != record.text:

@@ -23,7 +23,7 @@ from typing import Literal
 from app.engine.base import ReplyText
 from app.engine.moss_speech.generate import GenerationSession, is_stop_row
 from app.engine.moss_speech.model import MossSpeechModel
-from app.engine.moss_speech.prompt import Turn, build_prompt
+from app.engine.moss_speech.prompt import Turn, prompt_rows
 from app.engine.moss_speech.reply import reply_text
 from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.tokenizer import MossTokenizer
@@ -107,7 +107,7 @@ class Transcriber:
 
     def _prompt(self, codes: tuple[int, ...]) -> list[tuple[int, int]]:
         turns = [Turn("system", TRANSCRIBE_PROMPT), Turn("user", codes)]
-        return [tuple(r) for r in build_prompt(self.tokenizer, turns, "text").tolist()]
+        return prompt_rows(self.tokenizer, turns, "text")
 
     def _transcribe(self, job: TranscriptJob,
                     cancel: threading.Event) -> Generator[None, None, str | None]:

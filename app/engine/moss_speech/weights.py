@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
-from torch import nn
+from torch import Tensor, nn
 
 from app.engine.folders import (
     FolderError,
@@ -30,13 +31,15 @@ from app.engine.folders import (
 )
 from app.engine.moss_speech.config import MossSpeechConfig
 from app.engine.moss_speech.model import MossSpeechModel
-from app.engine.moss_speech.quantize import PRECISIONS, check_precision, quantize_linears
+from app.engine.moss_speech.quantize import check_precision, quantize_linears
 
 Progress = Callable[[str, float], None]  # (stage, fraction done) stages: verify, build, load
+TensorFor = Callable[[str, str, Tensor, torch.dtype], Tensor]  # (unit, name, meta, dtype)
 FLOAT_DTYPES = ("BF16", "F16", "F32")
+Checkpoint = tuple[MossSpeechConfig, dict[str, TensorInfo]]  # verified config, tensor inventory
 
 
-def verify_checkpoint(folder: Path) -> tuple[MossSpeechConfig, dict[str, TensorInfo]]:
+def verify_checkpoint(folder: Path) -> Checkpoint:
     """Config and tensor inventory of a model folder, or FolderError listing every problem."""
     if not folder.is_dir():
         raise FolderError(f"The model folder {folder} does not exist; choose or download it")
@@ -53,38 +56,50 @@ def verify_checkpoint(folder: Path) -> tuple[MossSpeechConfig, dict[str, TensorI
 
 
 def load_model(model_dir: Path | str, device: str | torch.device = "cpu",
-               precision: str = "bf16", progress: Progress | None = None) -> MossSpeechModel:
+               precision: str = "bf16", progress: Progress | None = None,
+               checked: Checkpoint | None = None) -> MossSpeechModel:
     """Load the AR model from ``config.json`` + safetensors (sharded with an index, or single).
 
     precision: "bf16" (default), "fp32", or weight-only "int8" / "int4" (bf16 compute).
-    Raises FolderError (naming the file) before any model memory is allocated.
+    Raises FolderError (naming the file) before any model memory is allocated. ``checked``:
+    what :func:`verify_checkpoint` already returned for this folder (not read again).
     """
     device = torch.device(device)
     check_precision(precision, device)
     report = progress or (lambda stage, fraction: None)
     report("verify", 0.0)
-    config, inventory = verify_checkpoint(Path(model_dir))
+    config, inventory = checked or verify_checkpoint(Path(model_dir))
+    with ExitStack() as stack:
+        handles: dict[Path, Any] = {}  # safetensors file → its open handle
+
+        def read(prefix: str, name: str, meta: Tensor, dtype: torch.dtype) -> Tensor:
+            info = inventory[f"{prefix}.{name}"]
+            if info.file not in handles:
+                handles[info.file] = stack.enter_context(
+                    safe_open(str(info.file), framework="pt", device="cpu"))
+            return handles[info.file].get_tensor(f"{prefix}.{name}").to(device=device,
+                                                                         dtype=dtype)
+
+        return _build(config, device, precision, read, report)
+
+
+def _build(config: MossSpeechConfig, device: torch.device, precision: str, tensor_for: TensorFor,
+           report: Progress) -> MossSpeechModel:
+    """Build on the meta device, then per unit: its tensors from ``tensor_for`` in the target
+    dtype on the device, assigned, and quantised at once (peak extra memory: one unit)."""
     report("build", 0.0)
     with torch.device("meta"):
         model = MossSpeechModel(config)
     dtype = torch.float32 if precision == "fp32" else torch.bfloat16
     units = load_units(model)
-    with ExitStack() as stack:
-        handles = {}
-        for i, (prefix, module) in enumerate(units):
-            state = {}
-            for name in module.state_dict():
-                info = inventory[f"{prefix}.{name}"]
-                if info.file not in handles:
-                    handles[info.file] = stack.enter_context(
-                        safe_open(str(info.file), framework="pt", device="cpu"))
-                tensor = handles[info.file].get_tensor(f"{prefix}.{name}")
-                state[name] = tensor.to(device=device, dtype=dtype)
-                del tensor
-            module.load_state_dict(state, assign=True, strict=True)
-            if precision in ("int8", "int4") and is_quantised_unit(prefix):
-                quantize_linears(module, precision)
-            report("load", (i + 1) / len(units))
+    for i, (prefix, module) in enumerate(units):
+        state = {name: tensor_for(prefix, name, meta, dtype)
+                 for name, meta in module.state_dict().items()}
+        module.load_state_dict(state, assign=True, strict=True)
+        del state
+        if precision in ("int8", "int4") and is_quantised_unit(prefix):
+            quantize_linears(module, precision)
+        report("load", (i + 1) / len(units))
     return finish(model, precision)
 
 
@@ -126,21 +141,12 @@ def random_model(config: MossSpeechConfig, device: str | torch.device = "cpu",
     """
     device = torch.device(device)
     check_precision(precision, device)
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}")
-    dtype = torch.float32 if precision == "fp32" else torch.bfloat16
-    with torch.device("meta"):
-        model = MossSpeechModel(config)
     generator = torch.Generator(device=device).manual_seed(seed)
-    for prefix, module in load_units(model):
-        state = {}
-        for name, meta in module.state_dict().items():
-            if name.endswith("norm.weight") or "layernorm" in name:
-                state[name] = torch.ones(meta.shape, device=device, dtype=dtype)
-            else:
-                tensor = torch.empty(meta.shape, device=device, dtype=dtype)
-                state[name] = tensor.normal_(0.0, std, generator=generator)
-        module.load_state_dict(state, assign=True, strict=True)
-        if precision in ("int8", "int4") and is_quantised_unit(prefix):
-            quantize_linears(module, precision)
-    return finish(model, precision)
+
+    def draw(prefix: str, name: str, meta: Tensor, dtype: torch.dtype) -> Tensor:
+        if name.endswith("norm.weight") or "layernorm" in name:
+            return torch.ones(meta.shape, device=device, dtype=dtype)
+        tensor = torch.empty(meta.shape, device=device, dtype=dtype)
+        return tensor.normal_(0.0, std, generator=generator)
+
+    return _build(config, device, precision, draw, lambda stage, fraction: None)
