@@ -44,9 +44,10 @@ def tiny_model_files() -> dict[str, bytes]:
 
 def _torch_style_archive() -> bytes:
     buffer = BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
-        archive.writestr("archive/data/0", bytes(4096))
+    with zipfile.ZipFile(buffer, "w") as archive:  # fixed entry times: the same bytes each call
+        entries = (("archive/data.pkl", b"\x80\x02}q\x00."), ("archive/data/0", bytes(4096)))
+        for name, data in entries:
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2025, 1, 1, 0, 0, 0)), data)
     return buffer.getvalue()
 
 
