@@ -91,6 +91,7 @@ class EchoControl:
                 "coarse_delay_ms": stage.delay_ms if stage is not None else None,
                 "estimated_delay_ms": stage.detector.delay_ms if stage is not None else None,
                 "far_active_s": round(stage.far_active_s, 3) if stage is not None else None,
+                "echo_heard": stage.echo_heard if stage is not None else None,
                 "erle_db": None if erle is None else round(erle, 1)}
 
     # ---- half-duplex -----------------------------------------------------------------------

@@ -86,9 +86,11 @@ def format_summary(result: SimulationResult, input_name: str) -> str:
     echo = result.echo
     if echo:
         erle = echo.get("erle_db")
+        # Without an echo the canceller passes the microphone through: an ERLE means nothing.
+        result_text = (", no echo heard" if echo.get("echo_heard") is False
+                       else f", ERLE {erle:.0f} dB" if erle is not None else "")
         lines.append(f"echo: {echo.get('mode')}" + (
-            f", {echo['canceller']}" + (f", ERLE {erle:.0f} dB" if erle is not None else "")
-            if echo.get("canceller") else ""))
+            f", {echo['canceller']}{result_text}" if echo.get("canceller") else ""))
     lines += [f"{'warning' if e.category in WARNINGS else 'error'}: {e.message} {e.action}"
               .rstrip() for e in result.events if isinstance(e, ErrorReported)]
     lines += [f"device: {e.direction} '{e.device_name}' lost, now using "
