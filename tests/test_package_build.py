@@ -24,6 +24,7 @@ from tests.packaging_helpers import ROOT, InnoScript
 
 BUILD_TIMEOUT_S = 1800
 pytestmark = [pytest.mark.package, pytest.mark.slow,
+              pytest.mark.timeout(BUILD_TIMEOUT_S + 300),  # the first test builds the bundle
               pytest.mark.skipif(not sys.platform.startswith("linux"),
                                  reason="the Linux bundle and tarball (Windows: see README)")]
 

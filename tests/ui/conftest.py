@@ -1,5 +1,6 @@
-"""UI test helpers: a fake ConversationPort, fake GPU answers, the screenshot folder and the main
-window opened as the app opens it."""
+"""UI test helpers: a fake ConversationPort, fake GPU answers, the screenshot folder, the main
+window opened as the app opens it, a recorder of the events the window received, and screenshots
+taken after layout."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.audio.ringbuffer import RingBuffer
 from app.engine.preflight import GIB, GpuMemory, GpuQuery
 from app.events import Command, PipelineEvent
 from app.settings import Settings
+from app.ui.bridge import UiBridge
 from app.ui.main_window import MainWindow
 
 SCREENSHOT_ENV = "MOSS_VOICE_SCREENSHOT_DIR"
@@ -45,6 +48,51 @@ class FakePort:
 
     def commands_of(self, kind: type) -> list:
         return [c for c in self.commands if isinstance(c, kind)]
+
+
+class EventLog:
+    """Every event of ``kinds`` the bridge delivered, in order.
+
+    Subscribe before the events can happen (before the conversation starts) and wait for the
+    event you mean: the window's own handlers were registered first, so when an event is in
+    this log the window has already shown it."""
+
+    def __init__(self, bridge: UiBridge, *kinds: type) -> None:
+        self.events: list[object] = []
+        for kind in kinds:
+            bridge.on(kind, self.events.append)
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+class _Drained:
+    """A marker posted behind everything else (the bridge delivers in posting order)."""
+
+
+def drain_bridge(qtbot: QtBot, bridge: UiBridge) -> None:
+    """Wait until every event posted to ``bridge`` before this call has been handled."""
+    seen: list[_Drained] = []
+    bridge.on(_Drained, seen.append)
+    bridge.post(_Drained())
+    qtbot.waitUntil(lambda: bool(seen))
+    bridge.off(_Drained, seen.append)
+
+
+def save_after_layout(qtbot: QtBot, widget: QWidget, path: Path,
+                      showing: tuple[QWidget, ...] = ()) -> None:
+    """Save a screenshot of ``widget`` once the widgets in ``showing`` are laid out on screen.
+
+    A widget added a moment ago has no geometry until the posted layout requests ran; a grab
+    before that shows an empty area where the banner or the dialog page should be."""
+    def laid_out() -> bool:
+        QApplication.sendPostedEvents()
+        return all(w.isVisible() and not w.geometry().isEmpty()
+                   and w.mapTo(widget, w.rect().bottomRight()).y() <= widget.height()
+                   for w in showing)
+
+    qtbot.waitUntil(laid_out)
+    widget.grab().save(str(path))
 
 
 def fake_gpu(free_gib: float, total_gib: float = 24.0) -> Callable[[], GpuQuery]:

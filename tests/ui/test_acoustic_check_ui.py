@@ -19,7 +19,7 @@ from app.settings import Settings
 from app.ui.bridge import UiBridge
 from app.ui.main_window import MainWindow
 from app.ui.settings_dialog import SettingsDialog
-from tests.ui.conftest import FakePort, done_first_run, no_gpu, open_window
+from tests.ui.conftest import FakePort, done_first_run, no_gpu, open_window, save_after_layout
 
 FOUND = AcousticCheckFinished(True, "Mic", "Speakers", echo_detected=True, delay_ms=62.0,
                               round_trip_ms=84.0, echo_return_loss_db=4.6,
@@ -48,7 +48,8 @@ def test_the_echo_page_runs_the_check_and_applies_its_recommendation(
     text = panel.result.text()
     assert "30 ms later" in text and "14 dB louder than" in text and "Half-duplex" in text
     assert panel.run_button.isEnabled()
-    dialog.grab().save(str(screenshot_dir / "settings_acoustic_check.png"))
+    save_after_layout(qtbot, dialog, screenshot_dir / "settings_acoustic_check.png",
+                      (panel.result, panel.apply_button))
     qtbot.mouseClick(panel.apply_button, Qt.MouseButton.LeftButton)
     assert applied[-1].echo.mode == "half_duplex"
     assert dialog.value_of("echo.mode") == "half_duplex"
@@ -79,7 +80,8 @@ def test_the_first_run_screen_offers_the_check_and_starts_the_voice_loop_for_it(
     port.emit(FOUND)
     qtbot.waitUntil(lambda: panel.apply_button.isVisible())
     assert "62 ms later" in panel.result.text() and "Automatic" in panel.result.text()
-    window.grab().save(str(screenshot_dir / "first_run_acoustic_check.png"))
+    save_after_layout(qtbot, window, screenshot_dir / "first_run_acoustic_check.png",
+                      (panel.result, panel.apply_button))
     panel.apply_requested.emit("headset")
     assert window.settings.echo.mode == "headset"
     assert port.commands_of(ApplySettings)[-1].settings.echo.mode == "headset"

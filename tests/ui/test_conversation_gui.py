@@ -22,7 +22,7 @@ from app.events import ConversationState, StateChanged
 from app.settings import Settings
 from app.ui.application import route_qt_message
 from app.ui.main_window import MainWindow
-from tests.ui.conftest import no_gpu
+from tests.ui.conftest import drain_bridge, no_gpu, save_after_layout
 
 MAX_GUI_STALL_MS = 50.0
 
@@ -46,7 +46,7 @@ def test_gui_thread_never_stalls_during_a_conversation(qtbot: QtBot,
     window.bridge.on(StateChanged, lambda _e: running or running.append(time.perf_counter()))
     window.start_conversation()  # the pipeline starts on a background thread
     qtbot.waitUntil(port.finished.is_set, timeout=60_000)
-    qtbot.wait(100)  # the last queued events and frames land
+    drain_bridge(qtbot, window.bridge)  # the pipeline's last events have been shown
     heartbeat.stop()
     assert port.error is None and port.result is not None
     # The start (loading the VAD model holds the GIL once, ~20-40 ms here: BENCHMARKS.md) is
@@ -76,7 +76,8 @@ def test_gui_thread_never_stalls_during_a_conversation(qtbot: QtBot,
     assert np.max(np.abs(reply)) > 0.05
     seconds = beats[-1] - beats[0]
     assert window.mic_wave.frames_drawn - frames_before >= 0.5 * 30 * seconds
-    window.grab().save(str(screenshot_dir / "main_window_conversation.png"))
+    save_after_layout(qtbot, window, screenshot_dir / "main_window_conversation.png",
+                      (window.transcript, window.latency))
 
 
 def run_app(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

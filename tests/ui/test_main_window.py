@@ -24,7 +24,7 @@ from app.events import (
 from app.settings import Settings
 from app.settings_store import load_settings
 from app.ui.main_window import MainWindow
-from tests.ui.conftest import FakePort, done_first_run, fake_gpu, open_window
+from tests.ui.conftest import FakePort, done_first_run, fake_gpu, open_window, save_after_layout
 
 MOSS = EngineInfo(name="MOSS-Speech", is_demo=False, device="cuda:0", precision="bf16")
 
@@ -34,7 +34,7 @@ def test_first_run_offers_the_model_manager_and_the_echo_demo(
     window = open_window(qtbot, port=port, start=False)
     assert window.showing_first_run
     assert not window.controls.isVisible()
-    window.grab().save(str(screenshot_dir / "first_run.png"))
+    save_after_layout(qtbot, window, screenshot_dir / "first_run.png", (window.first_run,))
     qtbot.mouseClick(window.first_run.demo_button, Qt.MouseButton.LeftButton)
     assert not window.showing_first_run
     assert window.bridge.port is port
@@ -59,7 +59,8 @@ def test_conversation_window_with_all_areas(qtbot: QtBot, port: FakePort,
     assert window.mic_wave._source is port.mic_waveform
     assert "demo, no model loaded" in window.engine_status.text()
     assert window.mode_status.text() == "Always listening"
-    window.grab().save(str(screenshot_dir / "main_window_empty.png"))
+    save_after_layout(qtbot, window, screenshot_dir / "main_window_empty.png",
+                      (window.conversation_page, window.controls))
 
 
 def test_state_indicator_and_stop_button_follow_events(qtbot: QtBot, port: FakePort) -> None:
@@ -137,7 +138,8 @@ def test_error_banners_are_non_modal_and_act(qtbot: QtBot, port: FakePort,
     engine = window.banners.banners["error-engine"]
     assert engine.count == 2 and "(×2)" in engine.message_label.text()
     assert "Built-in Microphone" in window.banners.banners["device-input"].message
-    window.grab().save(str(screenshot_dir / "main_window_errors.png"))
+    save_after_layout(qtbot, window, screenshot_dir / "main_window_errors.png",
+                      tuple(window.banners.banners.values()))
     qtbot.mouseClick(engine.action_button, Qt.MouseButton.LeftButton)
     assert port.commands_of(ApplySettings)[-1].reload_engine is True
     oom = window.banners.banners["error-out_of_memory"]

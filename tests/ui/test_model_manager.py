@@ -16,7 +16,7 @@ from app.settings import Settings
 from app.ui.bridge import UiBridge
 from app.ui.model_manager import ModelManagerDialog
 from tests.fake_hub import FakeHub, tiny_codec_files, tiny_model_files
-from tests.ui.conftest import fake_gpu, no_gpu
+from tests.ui.conftest import fake_gpu, no_gpu, save_after_layout
 
 
 @pytest.fixture
@@ -52,7 +52,8 @@ def test_download_both_folders_then_use_them(qtbot: QtBot, hub: FakeHub,
     assert dialog.use_button.isEnabled()
     assert dialog.precision_combo.currentText() == "bf16"  # 23 GiB free: bf16 fits
     assert dialog.rows["model"].path() == model_store.default_destination("model")
-    dialog.grab().save(str(screenshot_dir / "model_manager.png"))
+    save_after_layout(qtbot, dialog, screenshot_dir / "model_manager.png",
+                      (dialog.rows["codec"].status, dialog.use_button))
     with qtbot.waitSignal(dialog.folders_chosen) as chosen:
         qtbot.mouseClick(dialog.use_button, Qt.MouseButton.LeftButton)
     assert chosen.args == [model_store.default_destination("model"),

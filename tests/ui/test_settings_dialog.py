@@ -27,7 +27,14 @@ from app.ui.bridge import UiBridge
 from app.ui.settings_dialog import SettingsDialog
 from app.ui.settings_form import settings_fields
 from app.ui.settings_widgets import DeviceEditor, PrecisionEditor
-from tests.ui.conftest import FakePort, done_first_run, fake_gpu, no_gpu, open_window
+from tests.ui.conftest import (
+    FakePort,
+    done_first_run,
+    fake_gpu,
+    no_gpu,
+    open_window,
+    save_after_layout,
+)
 
 
 def open_dialog(qtbot: QtBot, port: FakePort | None = None, gpu=no_gpu,
@@ -61,9 +68,11 @@ def test_every_setting_has_an_editor_with_its_description(qtbot: QtBot,
     assert labels["engine.context_max_rows"] == "Context max (rows)"
     assert labels["streaming.flow_cache_budget_mib"] == "Flow cache budget (MiB)"
     dialog.show_group("engine")
-    dialog.grab().save(str(screenshot_dir / "settings_engine.png"))
+    save_after_layout(qtbot, dialog, screenshot_dir / "settings_engine.png",
+                      (dialog.editors["engine.precision"].widget,))
     dialog.show_group("vad")
-    dialog.grab().save(str(screenshot_dir / "settings_vad.png"))
+    save_after_layout(qtbot, dialog, screenshot_dir / "settings_vad.png",
+                      (dialog.editors["vad.endpoint_silence_ms"].widget,))
 
 
 def test_a_new_field_appears_by_itself() -> None:
@@ -216,7 +225,8 @@ def test_devices_meter_and_test_tone_via_the_port(qtbot: QtBot, port: FakePort,
     port.emit(ToneTestFinished("Headset", False, "device busy"))
     qtbot.waitUntil(lambda: "device busy" in speaker.status.text())
     dialog.show_group("audio")
-    dialog.grab().save(str(screenshot_dir / "settings_audio.png"))
+    save_after_layout(qtbot, dialog, screenshot_dir / "settings_audio.png",
+                      (mic.widget, speaker.status))
     dialog.close()
     assert port.commands_of(MonitorInputLevel)[-1] == MonitorInputLevel("USB Mic", False)
     assert dialog.candidate()[0].audio.input_device == "USB Mic"
