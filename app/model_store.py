@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from app.engine.folders import FolderCheck, verify_codec_folder, verify_model_folder
 from app.hub_offline import hub_online
-from app.paths import models_dir
+from app.paths import models_dir, private_dir
 
 if TYPE_CHECKING:
     from tqdm.auto import tqdm
@@ -324,7 +324,7 @@ def _snapshot(spec: RepoSpec, destination: Path, tracker: ProgressTracker,
               endpoint: str | None, max_workers: int) -> None:
     from huggingface_hub import snapshot_download
 
-    destination.mkdir(parents=True, exist_ok=True)
+    private_dir(destination)  # 0700 like every folder of the app (POSIX)
     with hub_online():
         snapshot_download(spec.repo_id, local_dir=destination, endpoint=endpoint,
                           tqdm_class=progress_bar_class(tracker), max_workers=max_workers)

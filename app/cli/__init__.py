@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from app.paths import use_private_compile_caches
+
+    use_private_compile_caches()  # before anything imports torch (issue 21 item 2)
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])
     if args.demo and args.screenshot is None:
