@@ -1,0 +1,261 @@
+"""Pinned revisions, SHA-256 checks recorded in the folder, resume, mirrors and tokens, against
+the loopback fake Hub (tests/fake_hub.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from huggingface_hub import snapshot_download
+from safetensors.numpy import save as save_safetensors
+
+from app import folder_hashes, hub_manifest, model_store
+from app.model_store import (
+    REPOS,
+    CheckCancelledError,
+    DownloadCancelledError,
+    DownloadProgress,
+    HashMismatchError,
+    ModelStoreError,
+)
+from tests.fake_hub import OTHER_SHA, FakeHub, tiny_codec_files, tiny_model_files
+
+MODEL, CODEC = REPOS["model"].repo_id, REPOS["codec"].repo_id
+PINNED_MODEL, PINNED_CODEC = REPOS["model"].revision, REPOS["codec"].revision
+
+
+@pytest.fixture
+def hub() -> Iterator[FakeHub]:
+    with FakeHub({MODEL: tiny_model_files(), CODEC: tiny_codec_files()}) as fake:
+        yield fake
+
+
+def run_download(hub: FakeHub | None, kind: str, dest: Path, **kwargs: object):
+    progress: list[DownloadProgress] = kwargs.pop("progress", [])  # type: ignore[assignment]
+    cancel = kwargs.pop("cancel", threading.Event())
+    endpoint = {"endpoint": hub.url} if hub is not None else {}
+    return model_store.download(kind, dest, progress.append, cancel,  # type: ignore[arg-type]
+                                retry_wait_s=0, **endpoint, **kwargs)  # type: ignore[arg-type]
+
+
+def check_hashes(hub: FakeHub | None, kind: str, folder: Path, **kwargs: object):
+    endpoint = {"endpoint": hub.url} if hub is not None else {}
+    return model_store.verify_hashes(kind, folder, lambda p: None,  # type: ignore[arg-type]
+                                     threading.Event(), **endpoint, **kwargs)  # type: ignore[arg-type]
+
+
+def other_model_files() -> dict[str, bytes]:
+    """Another revision: same names, a weights file of another size."""
+    files = tiny_model_files(seed=1)
+    files["model.safetensors"] = save_safetensors({"extra": np.ones(4, np.float32)})
+    return files
+
+
+def flip_a_byte(path: Path, keep_mtime: bool) -> None:
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    if keep_mtime:  # bit rot: the disk changed the bytes, nobody wrote the file
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_the_validated_revision_is_requested_even_when_main_moved(hub: FakeHub,
+                                                                  tmp_path: Path) -> None:
+    hub.add_revision(MODEL, OTHER_SHA, other_model_files(), main=True)
+    assert run_download(hub, "model", tmp_path / "model").ok
+    for name, data in tiny_model_files().items():  # the pinned files, not main's
+        assert (tmp_path / "model" / name).read_bytes() == data
+    paths = [r.path for r in hub.log]
+    assert f"/api/models/{MODEL}/revision/{PINNED_MODEL}" in paths
+    resolves = [p for p in paths if "/resolve/" in p]
+    assert resolves and all(f"/resolve/{PINNED_MODEL}/" in p for p in resolves)
+    assert not any(OTHER_SHA in p or "/main" in p for p in paths)
+
+
+def test_hashes_are_recorded_and_reused(hub: FakeHub, tmp_path: Path) -> None:
+    folder = tmp_path / "codec"
+    assert run_download(hub, "codec", folder).ok
+    state = folder_hashes.load_state(folder)
+    assert state is not None and state.revision == PINNED_CODEC
+    assert set(state.files) == set(tiny_codec_files())
+    assert all(record.ok for record in state.files.values())
+    assert state.files["flow/hift.pt"].expected == hub_manifest.load_cached(
+        CODEC, PINNED_CODEC).file("flow/hift.pt").sha256  # type: ignore[union-attr]
+    # A second download reads nothing and fetches nothing; a check without force reuses all.
+    progress: list[DownloadProgress] = []
+    gets = len(hub.file_gets())
+    assert run_download(hub, "codec", folder, progress=progress).ok
+    assert len(hub.file_gets()) == gets and progress == []
+    report = check_hashes(hub, "codec", folder, force=False)
+    assert report.ok and report.hashed_bytes == 0
+    assert set(report.reused) == set(tiny_codec_files())
+    # Forced, everything is read again.
+    forced = check_hashes(hub, "codec", folder)
+    assert forced.ok and forced.hashed_bytes == sum(len(v) for v in tiny_codec_files().values())
+
+
+def test_the_manifest_is_kept_so_a_later_check_needs_no_network(hub: FakeHub,
+                                                                tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    assert run_download(hub, "model", folder).ok
+    api_calls = [r for r in hub.log if r.path.startswith("/api/")]
+    assert len(api_calls) == 1 and "blobs=" in api_calls[0].query
+    report = check_hashes(None, "model", folder, online=False)
+    assert report.ok and len(report.matched) == len(tiny_model_files())
+    assert len([r for r in hub.log if r.path.startswith("/api/")]) == 1
+
+
+@pytest.mark.parametrize("keep_mtime", [True, False], ids=["bit-rot", "rewritten"])
+def test_a_corrupted_byte_is_found_and_only_that_file_fetched_again(
+        hub: FakeHub, tmp_path: Path, keep_mtime: bool) -> None:
+    folder = tmp_path / "codec"
+    assert run_download(hub, "codec", folder).ok
+    flip_a_byte(folder / "flow" / "hift.pt", keep_mtime)
+    report = check_hashes(hub, "codec", folder, force=keep_mtime)
+    assert not report.ok and report.mismatched == ("flow/hift.pt",)
+    assert "flow/hift.pt" in report.describe() and "Download fetches just" in report.describe()
+    before = len(hub.file_gets())
+    assert run_download(hub, "codec", folder).ok
+    assert hub.fetched_names()[before:] == ["flow/hift.pt"]
+    assert (folder / "flow" / "hift.pt").read_bytes() == tiny_codec_files()["flow/hift.pt"]
+    assert check_hashes(hub, "codec", folder).ok
+
+
+def test_bytes_damaged_in_transit_are_fetched_once_more_then_reported(
+        hub: FakeHub, tmp_path: Path) -> None:
+    hub.corrupt_next = {"model.safetensors": 1}
+    assert run_download(hub, "model", tmp_path / "ok").ok
+    assert hub.fetched_names().count("model.safetensors") == 2
+    hub.corrupt_next = {"model.safetensors": 10}
+    with pytest.raises(HashMismatchError, match=r"model\.safetensors") as raised:
+        run_download(hub, "model", tmp_path / "bad")
+    assert raised.value.files == ("model.safetensors",)
+    assert "Retry" in str(raised.value)
+
+
+def test_resume_after_cancel_fetches_only_what_is_left(hub: FakeHub, tmp_path: Path) -> None:
+    folder = tmp_path / "codec"
+    cancel = threading.Event()
+    outcome: list[BaseException | None] = []
+    hub.hold = {"flow/flow.pt"}  # files are fetched in name order: five come before it
+    hub.gate.clear()
+
+    def work() -> None:
+        try:
+            run_download(hub, "codec", folder, cancel=cancel, max_workers=1)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    assert hub.get_started.wait(30)
+    cancel.set()
+    hub.gate.set()
+    worker.join(60)
+    assert isinstance(outcome[0], DownloadCancelledError)
+    first = hub.fetched_names()
+    assert first == sorted(tiny_codec_files())[:6] and first[-1] == "flow/flow.pt"
+    hub.hold = set()
+    progress: list[DownloadProgress] = []
+    assert run_download(hub, "codec", folder, progress=progress).ok
+    again = hub.fetched_names()[len(first):]
+    assert sorted(again) == sorted(set(tiny_codec_files()) - set(first[:-1]))
+    # The five finished files were read back (hashed), not fetched again.
+    verify = [p for p in progress if p.phase == "verify"]
+    assert verify[0].bytes_total == sum(len(tiny_codec_files()[n]) for n in first[:-1])
+
+
+def test_a_folder_of_another_revision_is_recognised(hub: FakeHub, tmp_path: Path) -> None:
+    hub.add_revision(MODEL, OTHER_SHA, other_model_files(), main=True)
+    old = tmp_path / "old"  # what a download of the moving branch made before this app pinned
+    snapshot_download(MODEL, local_dir=old, endpoint=hub.url, token=False)
+    finding = folder_hashes.recognise_revision(old, MODEL, PINNED_MODEL)
+    assert finding.found == OTHER_SHA and finding.matches is False
+    assert finding.source == "recorded by its download"
+    assert f"made for revision {OTHER_SHA[:7]}" in finding.message()
+    assert f"validated with {PINNED_MODEL[:7]}" in finding.message()
+    # Copied by hand (nothing recorded): judged by file list and sizes against the manifest.
+    copied = tmp_path / "copied"
+    shutil.copytree(old, copied, ignore=shutil.ignore_patterns(".cache"))
+    manifest = model_store.manifest(REPOS["model"], hub.url)
+    by_sizes = folder_hashes.recognise_revision(copied, MODEL, PINNED_MODEL, manifest)
+    assert by_sizes.matches is False and by_sizes.differing == ("model.safetensors",)
+    assert "made for another revision" in by_sizes.message()
+    # "Use it anyway" is remembered; "re-download" brings the validated revision.
+    folder_hashes.accept_revision(old, MODEL, finding)
+    assert folder_hashes.recognise_revision(old, MODEL, PINNED_MODEL).accepted
+    assert "use it anyway" in folder_hashes.recognise_revision(
+        old, MODEL, PINNED_MODEL).message()
+    assert run_download(hub, "model", copied).ok
+    fixed = folder_hashes.recognise_revision(copied, MODEL, PINNED_MODEL, manifest)
+    assert fixed.matches is True and fixed.source == "recorded by this app"
+
+
+def test_a_chosen_folder_of_the_validated_revision_is_verified(hub: FakeHub,
+                                                               tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    for name, data in tiny_codec_files().items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    assert folder_hashes.recognise_revision(folder, CODEC, PINNED_CODEC).matches is None
+    report = check_hashes(hub, "codec", folder)
+    assert report.ok and len(report.matched) == len(tiny_codec_files())
+    offline_folder = tmp_path / "offline"
+    shutil.copytree(folder, offline_folder, ignore=shutil.ignore_patterns(".cache"))
+    shutil.rmtree(hub_manifest.cache_path(CODEC, PINNED_CODEC).parent)
+    with pytest.raises(ModelStoreError, match="not on this computer yet"):
+        check_hashes(hub, "codec", offline_folder, online=False)
+
+
+def test_a_check_can_be_cancelled(hub: FakeHub, tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    assert run_download(hub, "model", folder).ok
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(CheckCancelledError, match="check cancelled"):
+        model_store.verify_hashes("model", folder, lambda p: None, cancel, endpoint=hub.url)
+
+
+def test_a_mirror_in_hf_endpoint_gets_the_same_pinning_and_checks(
+        hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeHub({CODEC: tiny_codec_files()}) as mirror:
+        monkeypatch.setenv("HF_ENDPOINT", mirror.url)
+        folder = tmp_path / "codec"
+        assert run_download(None, "codec", folder).ok
+        assert hub.log == []
+        assert all(f"/resolve/{PINNED_CODEC}/" in p for p in mirror.file_gets())
+        assert f"/api/models/{CODEC}/revision/{PINNED_CODEC}" in [r.path for r in mirror.log]
+        flip_a_byte(folder / "flow" / "hift.pt", keep_mtime=True)
+        assert check_hashes(None, "codec", folder).mismatched == ("flow/hift.pt",)
+        mirror.revisions[CODEC][PINNED_CODEC]["flow/hift.pt"] = b"not the published bytes"
+        hub_manifest.cache_path(CODEC, PINNED_CODEC).unlink()  # a mirror that lies on both
+        mirror.corrupt_next = {"flow/hift.pt": 10}
+        with pytest.raises(HashMismatchError, match=f"{mirror.url} publishes"):
+            run_download(None, "codec", folder)
+
+
+def test_no_credentials_are_sent_unless_asked(hub: FakeHub, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_not_for_a_mirror")
+    assert run_download(hub, "codec", tmp_path / "codec").ok
+    assert hub.log and not any("authorization" in r.headers for r in hub.log)
+    hub.log.clear()
+    hub_manifest.cache_path(CODEC, PINNED_CODEC).unlink()
+    assert run_download(hub, "codec", tmp_path / "again", use_token=True).ok
+    assert hub.log and all(r.headers.get("authorization") == "Bearer hf_not_for_a_mirror"
+                           for r in hub.log)
+
+
+def test_a_revision_the_hub_no_longer_has_is_explained(hub: FakeHub, tmp_path: Path) -> None:
+    del hub.revisions[MODEL][PINNED_MODEL]
+    hub.add_revision(MODEL, OTHER_SHA, other_model_files(), main=True)
+    with pytest.raises(ModelStoreError, match=f"does not have revision {PINNED_MODEL[:7]}"):
+        run_download(hub, "model", tmp_path / "model")
+    assert hub.file_gets() == []
