@@ -31,6 +31,7 @@ HF_METADATA_DIR = Path(".cache") / "huggingface" / "download"
 STATE_FORMAT = 1
 CHUNK_BYTES = 8 << 20
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".bin", ".onnx", ".pth")
+NO_FILES = "no files yet"
 
 
 @dataclass
@@ -207,6 +208,9 @@ class RevisionFinding:
         return False if self.differing else None
 
     def message(self) -> str:
+        if self.source == NO_FILES:
+            return (f"No files here yet; a download fetches revision {short(self.validated)}, "
+                    "the one this app is validated with.")
         if self.matches:
             return f"Revision {short(self.validated)} (the one this app is validated with)."
         if self.matches is None:
@@ -263,6 +267,8 @@ def recognise_revision(folder: Path | str, repo_id: str, validated: str,
     """Which revision ``folder`` holds: recorded, else judged by file list and sizes against
     ``manifest`` (the validated revision's, when known)."""
     folder = Path(folder)
+    if not folder.is_dir() or not any(p.name != ".cache" for p in folder.iterdir()):
+        return RevisionFinding(repo_id, validated, None, NO_FILES)
     state = load_state(folder)
     accepted = bool(state and state.repo_id == repo_id and state.accepted_revision)
     if state is not None and state.repo_id == repo_id and COMMIT_RE.fullmatch(state.revision):
@@ -312,7 +318,8 @@ class HashReport:
     def ok(self) -> bool:
         return not self.mismatched and not self.missing
 
-    def describe(self) -> str:
+    def describe(self, what_to_do: str = "Fetch again (or Download) in the model manager "
+                 "downloads just these files again.") -> str:
         if self.ok:
             return (f"SHA-256 verified: {len(self.matched)} files match revision "
                     f"{short(self.revision)} ({len(self.reused)} unchanged since their last "
@@ -323,7 +330,7 @@ class HashReport:
                          f"Hub publishes for revision {short(self.revision)}")
         if self.missing:
             parts.append(f"missing or of another size: {', '.join(self.missing)}")
-        return "; ".join(parts) + ". Download fetches just these files again."
+        return "; ".join(parts) + ". " + what_to_do
 
 
 def check_folder(folder: Path, manifest: RevisionManifest, state: HashState,

@@ -3,6 +3,7 @@ the loopback fake Hub (tests/fake_hub.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -119,7 +120,8 @@ def test_a_corrupted_byte_is_found_and_only_that_file_fetched_again(
     flip_a_byte(folder / "flow" / "hift.pt", keep_mtime)
     report = check_hashes(hub, "codec", folder, force=keep_mtime)
     assert not report.ok and report.mismatched == ("flow/hift.pt",)
-    assert "flow/hift.pt" in report.describe() and "Download fetches just" in report.describe()
+    assert "flow/hift.pt" in report.describe()
+    assert "downloads just these files again" in report.describe()
     before = len(hub.file_gets())
     assert run_download(hub, "codec", folder).ok
     assert hub.fetched_names()[before:] == ["flow/hift.pt"]
@@ -259,3 +261,33 @@ def test_a_revision_the_hub_no_longer_has_is_explained(hub: FakeHub, tmp_path: P
     with pytest.raises(ModelStoreError, match=f"does not have revision {PINNED_MODEL[:7]}"):
         run_download(hub, "model", tmp_path / "model")
     assert hub.file_gets() == []
+
+
+def test_doctor_shows_revisions_and_verifies_hashes_on_demand(
+        hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+    from app.settings import Settings
+    from app.settings_store import save_settings
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    model, codec = tmp_path / "model", tmp_path / "codec"
+    assert run_download(hub, "model", model).ok and run_download(hub, "codec", codec).ok
+    save_settings(Settings().with_values({"engine.model_dir": model, "engine.codec_dir": codec}))
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"Revision {PINNED_MODEL[:7]} (the one this app is validated with)" in out
+    assert "SHA-256: 3 files verified against revision" in out
+    flip_a_byte(codec / "flow" / "hift.pt", keep_mtime=True)
+    assert main(["doctor"]) == 0  # without the option nothing is read again
+    assert "hift.pt" not in capsys.readouterr().out
+    assert main(["doctor", "--verify-hashes"]) == 1
+    out = capsys.readouterr().out
+    assert "-- SHA-256 check of the codec folder: flow/hift.pt: the bytes differ" in out
+    assert "ok SHA-256 check of the model folder" in out
+    assert "flow/hift.pt did not match revision" in out  # recorded for the summary too
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["models"]["codec"]["hashes"]["mismatched"] == ["flow/hift.pt"]
+    assert report["models"]["model"]["revision"]["matches"] is True
+    assert report["models"]["codec"]["validated_revision"] == PINNED_CODEC
