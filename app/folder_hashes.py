@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = Path(".cache") / "moss-voice" / "hashes.json"
 HF_METADATA_DIR = Path(".cache") / "huggingface" / "download"
 STATE_FORMAT = 1
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 4 << 20
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".bin", ".onnx", ".pth")
 NO_FILES = "no files yet"
 
@@ -271,8 +271,10 @@ def recognise_revision(folder: Path | str, repo_id: str, validated: str,
         return RevisionFinding(repo_id, validated, None, NO_FILES)
     state = load_state(folder)
     accepted = bool(state and state.repo_id == repo_id and state.accepted_revision)
-    if state is not None and state.repo_id == repo_id and COMMIT_RE.fullmatch(state.revision):
-        return RevisionFinding(repo_id, validated, state.revision, "recorded by this app",
+    if (state is not None and state.repo_id == repo_id and COMMIT_RE.fullmatch(state.revision)
+            and state.files and all(record.ok for record in state.files.values())):
+        # Records say what the files were checked against; only a match says what they are.
+        return RevisionFinding(repo_id, validated, state.revision, "verified by this app",
                                accepted=accepted)
     recorded = hf_recorded_revision(folder)
     if recorded:
@@ -333,14 +335,35 @@ class HashReport:
         return "; ".join(parts) + ". " + what_to_do
 
 
+def _record_wrong_size(folder: Path, hub_file: HubFile, state: HashState) -> None:
+    """A file of another size is recorded as not matching (never read: it cannot match)."""
+    try:
+        stat = (folder / hub_file.name).stat()
+    except OSError:
+        state.files.pop(hub_file.name, None)
+        return
+    state.files[hub_file.name] = FileRecord(stat.st_size, stat.st_mtime_ns,
+                                            f"size {stat.st_size}", hub_file.expected_digest or "")
+    try:
+        save_state(folder, state)
+    except OSError as exc:
+        log.warning("%s", exc)
+
+
 def check_folder(folder: Path, manifest: RevisionManifest, state: HashState,
                  on_bytes: Callable[[int], None], force: bool = False) -> HashReport:
     """Hash what has no current record (everything with ``force``); records as it goes."""
     plan = plan_folder(folder, manifest, state, force)
     hashed = 0
     matched = [f.name for f in plan.verified]
-    mismatched = [f.name for f in plan.to_fetch if state.current(folder, f) is not None]
-    missing = [f.name for f in plan.to_fetch if f.name not in mismatched]
+    mismatched: list[str] = []
+    missing: list[str] = []
+    for hub_file in plan.to_fetch:
+        if not force and state.current(folder, hub_file) is not None:
+            mismatched.append(hub_file.name)  # recorded as different, unchanged since
+            continue
+        missing.append(hub_file.name)
+        _record_wrong_size(folder, hub_file, state)
     for hub_file in plan.to_hash:
         record = hash_and_record(folder, hub_file, state, on_bytes)
         hashed += record.size_bytes

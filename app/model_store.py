@@ -311,6 +311,7 @@ def _fetch_files(job: _Job, files: Sequence[HubFile]) -> list[str]:
     bar = progress_bar_class(tracker)
     stop = threading.Event()
     job.destination.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(job.destination)
 
     def fetch(hub_file: HubFile) -> str:
         if stop.is_set():
@@ -340,6 +341,23 @@ def _fetch_files(job: _Job, files: Sequence[HubFile]) -> list[str]:
         raise next((e for e in errors if not isinstance(e, DownloadCancelledError)), errors[0])
     tracker.report()
     return done
+
+
+def remove_stale_partials(folder: Path, idle_s: float = 600.0) -> int:
+    """Delete huggingface_hub's partial files left by a killed process (it never reuses them:
+    their names are unique to a download) once untouched for ``idle_s``; returns bytes freed."""
+    freed = 0
+    for partial in (folder / ".cache" / "huggingface" / "download").rglob("*.incomplete"):
+        try:
+            stat = partial.stat()
+            if time.time() - stat.st_mtime >= idle_s:
+                partial.unlink()
+                freed += stat.st_size
+        except OSError:
+            continue
+    if freed:
+        log.info("removed %s of partial downloads left in %s", format_bytes(freed), folder)
+    return freed
 
 
 def _save(job: _Job) -> None:

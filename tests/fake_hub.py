@@ -11,7 +11,8 @@ named like weights are stored "in LFS" (their ETag and metadata carry the SHA-25
 git blob id, as on the real Hub. Every request's method, path and headers are recorded.
 
 Serves on 127.0.0.1 only. ``drop_next_gets`` cuts file bodies mid-way (retries), ``hold`` keeps
-named files' bodies waiting for ``gate``, ``corrupt_next`` serves one flipped byte.
+named files' bodies waiting for ``gate``, ``corrupt_next`` serves one flipped byte, ``drop_next``
+cuts a named file's body half-way.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class FakeHub:
         self.fail_next_gets = 0  # answer file GETs with 503 (server trouble)
         self.broken_files: set[str] = set()  # always 503 for these file names
         self.corrupt_next: dict[str, int] = {}  # file name → how many GETs get one byte flipped
+        self.drop_next: dict[str, int] = {}  # file name → how many GETs are cut half-way
         self.hold: set[str] | None = None  # None: every body waits for `gate`; else these only
         self.log: list[Request] = []
         self.get_started = threading.Event()
@@ -154,9 +156,15 @@ class FakeHub:
         return self._take("fail_next_gets")
 
     def take_corruption(self, name: str) -> bool:
+        return self._take_for(self.corrupt_next, name)
+
+    def take_named_drop(self, name: str) -> bool:
+        return self._take_for(self.drop_next, name)
+
+    def _take_for(self, counters: dict[str, int], name: str) -> bool:
         with self._lock:
-            if self.corrupt_next.get(name, 0) > 0:
-                self.corrupt_next[name] -= 1
+            if counters.get(name, 0) > 0:
+                counters[name] -= 1
                 return True
             return False
 
@@ -276,7 +284,7 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if head:
                 return
-            if hub.take_drop():
+            if hub.take_drop() or hub.take_named_drop(name):
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
                 self.close_connection = True

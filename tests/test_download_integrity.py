@@ -197,7 +197,7 @@ def test_a_folder_of_another_revision_is_recognised(hub: FakeHub, tmp_path: Path
         old, MODEL, PINNED_MODEL).message()
     assert run_download(hub, "model", copied).ok
     fixed = folder_hashes.recognise_revision(copied, MODEL, PINNED_MODEL, manifest)
-    assert fixed.matches is True and fixed.source == "recorded by this app"
+    assert fixed.matches is True and fixed.source == "verified by this app"
 
 
 def test_a_chosen_folder_of_the_validated_revision_is_verified(hub: FakeHub,
@@ -291,3 +291,45 @@ def test_doctor_shows_revisions_and_verifies_hashes_on_demand(
     assert report["models"]["codec"]["hashes"]["mismatched"] == ["flow/hift.pt"]
     assert report["models"]["model"]["revision"]["matches"] is True
     assert report["models"]["codec"]["validated_revision"] == PINNED_CODEC
+
+
+def test_partial_files_left_by_a_killed_download_are_removed(hub: FakeHub,
+                                                             tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    partials = folder / ".cache" / "huggingface" / "download"
+    partials.mkdir(parents=True)
+    old, fresh = partials / "abc.1234abcd.incomplete", partials / "def.5678abcd.incomplete"
+    old.write_bytes(bytes(1000))
+    fresh.write_bytes(bytes(10))  # maybe another process's download, still running
+    os.utime(old, (0, 0))
+    assert run_download(hub, "model", folder).ok
+    assert not old.exists() and fresh.exists()
+
+
+def test_a_dropped_connection_resumes_with_a_range_request(hub: FakeHub, tmp_path: Path) -> None:
+    """Within one attempt huggingface_hub asks for the rest of the file (Range); the result is
+    still checked against the published SHA-256."""
+    big = {**tiny_model_files(), "model.safetensors": bytes(range(256)) * 96_000}  # 24.6 MB
+    hub.revisions[MODEL][PINNED_MODEL] = big  # (not loadable: only the bytes matter here)
+    hub.drop_next = {"model.safetensors": 1}  # cut after 12 MB, past huggingface_hub's 10 MB chunk
+    run_download(hub, "model", tmp_path / "model", max_workers=1)
+    ranged = [r for r in hub.log if r.method == "GET" and "range" in r.headers]
+    assert len(ranged) == 1 and ranged[0].headers["range"].startswith("bytes=10485760-")
+    assert (tmp_path / "model" / "model.safetensors").read_bytes() == big["model.safetensors"]
+    state = folder_hashes.load_state(tmp_path / "model")
+    assert state is not None and state.files["model.safetensors"].ok
+
+
+def test_records_of_a_failed_check_do_not_claim_the_validated_revision(
+        hub: FakeHub, tmp_path: Path) -> None:
+    """Checking another revision's folder records mismatches against the validated revision;
+    that must not make the folder look like the validated revision afterwards."""
+    hub.add_revision(MODEL, OTHER_SHA, other_model_files(), main=True)
+    folder = tmp_path / "copied"
+    snapshot_download(MODEL, local_dir=tmp_path / "old", endpoint=hub.url, token=False)
+    shutil.copytree(tmp_path / "old", folder, ignore=shutil.ignore_patterns(".cache"))
+    report = check_hashes(hub, "model", folder)
+    assert not report.ok
+    finding = folder_hashes.recognise_revision(folder, MODEL, PINNED_MODEL,
+                                               hub_manifest.load_cached(MODEL, PINNED_MODEL))
+    assert finding.matches is False and finding.source == "judged by its file list and sizes"
