@@ -257,9 +257,13 @@ def size_differences(folder: Path, manifest: RevisionManifest) -> list[str]:
 
 
 def _weight_files(folder: Path) -> Iterable[Path]:
-    for path in folder.rglob("*"):
-        if path.suffix in WEIGHT_SUFFIXES and ".cache" not in path.relative_to(folder).parts:
-            yield path
+    """Weight files at the top and one folder down (the repositories' depth): a wrongly chosen
+    big folder is not walked."""
+    for pattern in ("*", "*/*"):
+        for path in folder.glob(pattern):
+            if path.suffix in WEIGHT_SUFFIXES and not path.relative_to(folder).parts[0] \
+                    .startswith(".") and path.is_file():
+                yield path
 
 
 def recognise_revision(folder: Path | str, repo_id: str, validated: str,
