@@ -1,4 +1,5 @@
-"""What is known about a folder's revision and hashes without reading it or going online.
+"""What is known about a folder's revision and hashes (from records: no reading, no network),
+and the SHA-256 check on demand (every file read again).
 
 For ``doctor`` and the model manager: the revision this app is validated with, the one the folder
 was made for (:func:`app.folder_hashes.recognise_revision`), and what the last SHA-256 check
@@ -7,13 +8,31 @@ recorded, with the files changed since. Cheap: a few ``stat`` calls and two smal
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.folder_hashes import NO_FILES, RevisionFinding, load_state, recognise_revision
+from app.download_progress import (
+    CheckCancelledError,
+    ModelStoreError,
+    ProgressCallback,
+    ProgressTracker,
+)
+from app.folder_hashes import (
+    NO_FILES,
+    HashReport,
+    RevisionFinding,
+    check_folder,
+    load_state,
+    plan_folder,
+    recognise_revision,
+    state_for,
+)
 from app.hub_manifest import load_cached, short
-from app.model_store import REPOS, FolderKind
+from app.model_store import REPOS, FolderKind, manifest
 
 
 @dataclass(frozen=True)
@@ -90,3 +109,40 @@ def integrity_summary(kind: FolderKind, folder: Path | str) -> IntegritySummary:
     unchecked = [n for n in manifest.names if n not in state.files] if manifest else []
     return IntegritySummary(kind, finding, state.revision, tuple(matching), tuple(mismatched),
                             tuple(changed), tuple(unchecked))
+
+
+# ---- checking on demand ------------------------------------------------------------------
+
+
+def verify_hashes(kind: FolderKind, folder: Path | str, on_progress: ProgressCallback,
+                  cancel: threading.Event, *, endpoint: str | None = None,
+                  use_token: bool = False, online: bool = True, force: bool = True,
+                  clock: Callable[[], float] = time.monotonic) -> HashReport:
+    """Check every file of ``folder`` against the Hub's hashes for its revision (the validated
+    one, or the one it was made for when the person chose to use that), reading all of them
+    again (``force``) or only those changed since their last check.
+
+    Needs the manifest: cached (after any download or check), else asked of the Hub when
+    ``online``. Raises :class:`ModelStoreError` when there is none, and
+    :class:`CheckCancelledError` on cancel (files checked so far keep their record)."""
+    spec = REPOS[kind]
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelStoreError(f"{folder} is not a folder; choose the {spec.title} folder.")
+    finding = recognise_revision(folder, spec.repo_id, spec.revision,
+                                 load_cached(spec.repo_id, spec.revision))
+    revision = finding.found if finding.accepted and finding.found else spec.revision
+    files = manifest(spec, endpoint, use_token=use_token, revision=revision, online=online)
+    if files is None:
+        raise ModelStoreError(
+            f"The SHA-256 list of {spec.repo_id} at revision {short(revision)} is not on this "
+            "computer yet and the check is offline. Check again when online (it is kept "
+            "afterwards); the folder's structure was checked.")
+    tracker = ProgressTracker(spec.repo_id, 0, on_progress, cancel, clock, phase="verify",
+                              cancel_error=CheckCancelledError)
+    state = state_for(folder, files)
+    tracker.bytes_total = plan_folder(folder, files, state, force).hash_bytes
+    tracker.report()
+    report = check_folder(folder, files, state, tracker.add_bytes, force)
+    tracker.report()
+    return report

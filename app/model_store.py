@@ -48,17 +48,14 @@ from app.download_progress import (  # noqa: F401  (re-exported: the model manag
 from app.engine.folders import FolderCheck, verify_codec_folder, verify_model_folder
 from app.folder_hashes import (
     FolderPlan,
-    HashReport,
     HashState,
-    check_folder,
     hash_and_record,
     plan_folder,
-    recognise_revision,
     save_state,
     state_for,
 )
 from app.hub_errors import describe_hub_error, is_transient
-from app.hub_manifest import HubFile, RevisionManifest, load_cached, manifest_for, short
+from app.hub_manifest import HubFile, RevisionManifest, manifest_for, short
 from app.hub_offline import hub_online
 from app.paths import models_dir
 
@@ -248,10 +245,13 @@ def download(kind: FolderKind, destination: Path | None, on_progress: ProgressCa
     job = _Job(spec, destination, files, state_for(destination, files), endpoint,
                hub_token(use_token), on_progress, cancel, clock, max_workers)
     fetched: Counter[str] = Counter()
+    hashed: Counter[str] = Counter()
     while True:
         plan = plan_folder(destination, files, job.state)
         if plan.to_hash:  # present but not (or no longer) verified: hashing beats fetching
+            _refuse_rehashing(job, plan, hashed)
             _hash_files(job, plan.to_hash)
+            hashed.update(f.name for f in plan.to_hash)
             continue
         if not plan.to_fetch:
             break
@@ -285,6 +285,15 @@ def _refuse_refetching(job: _Job, plan: FolderPlan, fetched: Counter[str]) -> No
             f"publishes for revision {job.spec.short_revision}, even after fetching it again. "
             "The download or the disk is damaging data (or a mirror serves other files); press "
             "Retry to fetch it once more, or check the disk and the network.", spent)
+
+
+def _refuse_rehashing(job: _Job, plan: FolderPlan, hashed: Counter[str]) -> None:
+    """A file hashed twice in one download and still not settled is being changed meanwhile."""
+    busy = [f.name for f in plan.to_hash if hashed[f.name] >= 2]
+    if busy:
+        raise ModelStoreError(f"{', '.join(busy)} in {job.destination} keeps changing while it "
+                              "is checked; is another program writing to this folder? Close it "
+                              "and press Retry.")
 
 
 def _hash_files(job: _Job, files: Sequence[HubFile]) -> None:
@@ -365,40 +374,3 @@ def _save(job: _Job) -> None:
         save_state(job.destination, job.state)
     except OSError as exc:
         log.warning("%s", exc)
-
-
-# ---- checking an existing folder -----------------------------------------------------------
-
-
-def verify_hashes(kind: FolderKind, folder: Path | str, on_progress: ProgressCallback,
-                  cancel: threading.Event, *, endpoint: str | None = None,
-                  use_token: bool = False, online: bool = True, force: bool = True,
-                  clock: Callable[[], float] = time.monotonic) -> HashReport:
-    """Check every file of ``folder`` against the Hub's hashes for its revision (the validated
-    one, or the one it was made for when the person chose to use that), reading all of them
-    again (``force``) or only those changed since their last check.
-
-    Needs the manifest: cached (after any download or check), else asked of the Hub when
-    ``online``. Raises :class:`ModelStoreError` when there is none, and
-    :class:`CheckCancelledError` on cancel (files checked so far keep their record)."""
-    spec = REPOS[kind]
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ModelStoreError(f"{folder} is not a folder; choose the {spec.title} folder.")
-    finding = recognise_revision(folder, spec.repo_id, spec.revision,
-                                 load_cached(spec.repo_id, spec.revision))
-    revision = finding.found if finding.accepted and finding.found else spec.revision
-    files = manifest(spec, endpoint, use_token=use_token, revision=revision, online=online)
-    if files is None:
-        raise ModelStoreError(
-            f"The SHA-256 list of {spec.repo_id} at revision {short(revision)} is not on this "
-            "computer yet and the check is offline. Check again when online (it is kept "
-            "afterwards); the folder's structure was checked.")
-    tracker = ProgressTracker(spec.repo_id, 0, on_progress, cancel, clock, phase="verify",
-                              cancel_error=CheckCancelledError)
-    state = state_for(folder, files)
-    tracker.bytes_total = plan_folder(folder, files, state, force).hash_bytes
-    tracker.report()
-    report = check_folder(folder, files, state, tracker.add_bytes, force)
-    tracker.report()
-    return report

@@ -15,7 +15,7 @@ import pytest
 from huggingface_hub import snapshot_download
 from safetensors.numpy import save as save_safetensors
 
-from app import folder_hashes, hub_manifest, model_store
+from app import folder_hashes, folder_integrity, hub_manifest, model_store
 from app.model_store import (
     REPOS,
     CheckCancelledError,
@@ -46,7 +46,7 @@ def run_download(hub: FakeHub | None, kind: str, dest: Path, **kwargs: object):
 
 def check_hashes(hub: FakeHub | None, kind: str, folder: Path, **kwargs: object):
     endpoint = {"endpoint": hub.url} if hub is not None else {}
-    return model_store.verify_hashes(kind, folder, lambda p: None,  # type: ignore[arg-type]
+    return folder_integrity.verify_hashes(kind, folder, lambda p: None,  # type: ignore[arg-type]
                                      threading.Event(), **endpoint, **kwargs)  # type: ignore[arg-type]
 
 
@@ -222,7 +222,7 @@ def test_a_check_can_be_cancelled(hub: FakeHub, tmp_path: Path) -> None:
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(CheckCancelledError, match="check cancelled"):
-        model_store.verify_hashes("model", folder, lambda p: None, cancel, endpoint=hub.url)
+        folder_integrity.verify_hashes("model", folder, lambda p: None, cancel, endpoint=hub.url)
 
 
 def test_a_mirror_in_hf_endpoint_gets_the_same_pinning_and_checks(

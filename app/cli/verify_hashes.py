@@ -8,7 +8,8 @@ import threading
 from pathlib import Path
 
 from app.download_progress import DownloadProgress, format_bytes, format_duration
-from app.model_store import FolderKind, ModelStoreError, verify_hashes
+from app.folder_integrity import verify_hashes
+from app.model_store import FolderKind, ModelStoreError
 
 
 def print_progress(progress: DownloadProgress) -> None:

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import model_store
+from app import folder_integrity, model_store
 from app.download_progress import (
     DownloadCancelledError,
     DownloadProgress,
@@ -130,7 +130,7 @@ class IntegrityBox(QGroupBox):
     busy = Signal(bool)
 
     def __init__(self, bridge: UiBridge, use_token: Callable[[], bool],
-                 verify_hashes: Callable[..., HashReport] = model_store.verify_hashes,
+                 verify_hashes: Callable[..., HashReport] = folder_integrity.verify_hashes,
                  parent: QWidget | None = None) -> None:
         super().__init__("Revision and SHA-256", parent)
         self.bridge = bridge

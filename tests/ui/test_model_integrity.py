@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from app import model_store
+from app import folder_integrity, model_store
 from app.model_store import REPOS
 from app.settings import Settings
 from app.ui.bridge import UiBridge
@@ -113,7 +113,7 @@ def test_a_check_can_be_cancelled(qtbot: QtBot, hub: FakeHub, tmp_path: Path) ->
     def slow_check(*args: object, **kwargs: object):
         started.set()
         release.wait(30)  # until the test has pressed Cancel; then the real check sees it
-        return model_store.verify_hashes(*args, **kwargs)  # type: ignore[arg-type]
+        return folder_integrity.verify_hashes(*args, **kwargs)  # type: ignore[arg-type]
 
     folder = tmp_path / "codec"
     assert model_store.download("codec", folder, lambda p: None, threading.Event()).ok
