@@ -13,7 +13,7 @@ failing that, from its file list and sizes compared with the manifest.
 from __future__ import annotations
 
 import hashlib
-import json
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
-from app.hub_manifest import COMMIT_RE, HubFile, RevisionManifest, short, write_json_atomically
+from app.hub_manifest import (
+    COMMIT_RE,
+    UNREADABLE,
+    HubFile,
+    RevisionManifest,
+    read_small_json,
+    short,
+    write_json_atomically,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +99,10 @@ def load_state(folder: Path | str) -> HashState | None:
     folder = Path(folder)
     for path in (folder / STATE_FILE, fallback_state_path(folder)):
         try:
-            return HashState.from_json(json.loads(path.read_text(encoding="utf-8")))
+            return HashState.from_json(read_small_json(path))
         except FileNotFoundError:
             continue
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except UNREADABLE as exc:
             log.warning("ignoring unreadable hash record %s: %s", path, exc)
     return None
 
@@ -230,10 +238,10 @@ def hf_recorded_revision(folder: Path) -> str | None:
     if not root.is_dir():
         return None
     commits: Counter[str] = Counter()
-    for meta in root.rglob("*.metadata"):
+    for meta in itertools.islice(root.rglob("*.metadata"), 1000):  # the repos have ~20 files
         try:
             with meta.open(encoding="utf-8") as stream:
-                commit = stream.readline().strip()
+                commit = stream.readline(100).strip()  # a commit hash: 40 characters
         except (OSError, UnicodeDecodeError):
             continue
         if COMMIT_RE.fullmatch(commit):

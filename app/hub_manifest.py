@@ -26,6 +26,17 @@ log = logging.getLogger(__name__)
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 MANIFEST_FORMAT = 1
+MAX_RECORD_BYTES = 1 << 20  # our JSON records are a few KiB; a bigger file is not ours
+UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
+
+
+def read_small_json(path: Path, max_bytes: int = MAX_RECORD_BYTES) -> Any:
+    """JSON from a file this app wrote, refused when too big (a folder may be hostile)."""
+    with path.open("rb") as stream:
+        data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} bytes")
+    return json.loads(data.decode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -124,10 +135,10 @@ def load_cached(repo_id: str, revision: str) -> RevisionManifest | None:
     """The manifest kept from an earlier answer (a commit's files never change)."""
     path = cache_path(repo_id, revision)
     try:
-        manifest = RevisionManifest.from_json(json.loads(path.read_text(encoding="utf-8")))
+        manifest = RevisionManifest.from_json(read_small_json(path))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except UNREADABLE as exc:
         log.warning("ignoring unreadable manifest %s: %s", path, exc)
         return None
     if manifest.repo_id != repo_id or manifest.revision != revision:

@@ -333,3 +333,16 @@ def test_records_of_a_failed_check_do_not_claim_the_validated_revision(
     finding = folder_hashes.recognise_revision(folder, MODEL, PINNED_MODEL,
                                                hub_manifest.load_cached(MODEL, PINNED_MODEL))
     assert finding.matches is False and finding.source == "judged by its file list and sizes"
+
+
+@pytest.mark.parametrize("content", [b"[" * 100_000 + b"]" * 100_000, b" " * (2 << 20)],
+                         ids=["deeply-nested", "too-big"])
+def test_a_hostile_hash_record_is_ignored(hub: FakeHub, tmp_path: Path, content: bytes) -> None:
+    folder = tmp_path / "codec"
+    assert run_download(hub, "codec", folder).ok
+    (folder / folder_hashes.STATE_FILE).write_bytes(content)
+    assert folder_hashes.load_state(folder) is None
+    gets = len(hub.file_gets())
+    assert run_download(hub, "codec", folder).ok  # read back, nothing fetched
+    assert len(hub.file_gets()) == gets
+    assert folder_hashes.load_state(folder) is not None
