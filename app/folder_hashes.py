@@ -94,6 +94,13 @@ def fallback_state_path(folder: Path) -> Path:
     return paths.cache_dir() / "folder-hashes" / f"{key}.json"
 
 
+def in_hub_cache(folder: Path) -> bool:
+    """A snapshot folder inside huggingface_hub's cache (``models--org--name/snapshots/<sha>``)."""
+    parts = Path(folder).absolute().parts
+    return (len(parts) >= 3 and parts[-2] == "snapshots" and COMMIT_RE.fullmatch(parts[-1])
+            is not None and parts[-3].startswith("models--"))
+
+
 def load_state(folder: Path | str) -> HashState | None:
     """This app's record for ``folder`` (in the folder, else in the app's cache), if any."""
     folder = Path(folder)
@@ -111,7 +118,10 @@ def save_state(folder: Path | str, state: HashState) -> Path:
     """Write the record into the folder, or into the app's cache if the folder is read-only."""
     folder = Path(folder)
     data = state.to_json()
-    for path in (folder / STATE_FILE, fallback_state_path(folder)):
+    places = [fallback_state_path(folder)]
+    if not in_hub_cache(folder):  # huggingface_hub's own cache is left as it made it
+        places.insert(0, folder / STATE_FILE)
+    for path in places:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomically(path, data)

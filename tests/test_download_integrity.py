@@ -346,3 +346,16 @@ def test_a_hostile_hash_record_is_ignored(hub: FakeHub, tmp_path: Path, content:
     assert run_download(hub, "codec", folder).ok  # read back, nothing fetched
     assert len(hub.file_gets()) == gets
     assert folder_hashes.load_state(folder) is not None
+
+
+def test_a_folder_in_the_hugging_face_cache_is_recognised_and_left_clean(
+        hub: FakeHub, tmp_path: Path) -> None:
+    cache = tmp_path / "hf-cache"
+    snapshot = Path(snapshot_download(CODEC, revision=PINNED_CODEC, cache_dir=cache,
+                                      endpoint=hub.url, token=False))
+    assert snapshot.name == PINNED_CODEC
+    finding = folder_hashes.recognise_revision(snapshot, CODEC, PINNED_CODEC)
+    assert finding.matches is True and finding.source == "its Hub cache folder's name"
+    assert check_hashes(hub, "codec", snapshot).ok
+    assert not (snapshot / ".cache").exists()  # the record went to the app's cache
+    assert folder_hashes.load_state(snapshot) is not None
