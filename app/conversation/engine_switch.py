@@ -14,7 +14,8 @@ from app.conversation.engine_worker import EngineSwapped
 from app.engine.base import EngineInfo
 from app.settings import Settings
 
-ENGINE_NAMES = {"echo": "the echo demo", "moss_speech": "MOSS-Speech"}
+ENGINE_NAMES = {"echo": "the echo demo", "moss_speech": "MOSS-Speech",
+                "remote": "the MOSS-Speech server"}
 SLOW_DEVICE_ACTION = ("Install a CUDA build of torch on a machine with an NVIDIA GPU for "
                       "real-time replies (README, 'GPU installation').")
 
