@@ -39,12 +39,17 @@ from app.events import TurnRecord
 MAX_KEPT_RECORDS = 10_000  # a long session stays flat in memory
 STAGE_TITLES = {"endpoint_wait": "Endpoint wait", "encode": "Encode", "prefill": "Prefill",
                 "first_row": "First row", "first_chunk": "First chunk",
-                "output_buffer": "Output buffer"}
+                "output_buffer": "Output buffer",
+                # the remote engine's stages (app.engine.remote.engine.REMOTE_STAGES)
+                "upload": "Upload", "server_first_byte": "Server first byte",
+                "first_audio": "First audio", "busy_wait": "Server busy"}
 STAGE_SHORT = {"endpoint_wait": "Endpoint\nwait", "encode": "Encode", "prefill": "Prefill",
                "first_row": "First\nrow", "first_chunk": "First\nchunk",
                "output_buffer": "Output\nbuffer"}
 STAGE_COLORS = {"endpoint_wait": "#8e9aaf", "encode": "#4c9be8", "prefill": "#8e6fd8",
-                "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d"}
+                "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d",
+                "upload": "#4c9be8", "server_first_byte": "#8e6fd8", "first_audio": "#d9634c",
+                "busy_wait": "#b0a060"}
 OTHER_COLOR = "#c8c8c8"
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 
+import keyring.backend
 import numpy as np
+from keyring.compat import properties
 
 from app.engine.base import EngineEvent, ReplyAudio, UserTurn
 from app.engine.remote.engine import RemoteEngine
@@ -40,3 +42,24 @@ def audio_of(events: list[EngineEvent]) -> np.ndarray:
 
 def of(events: list[EngineEvent], kind: type) -> list:
     return [e for e in events if isinstance(e, kind)]
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A keyring backend that keeps passwords in a dict (never chosen by keyring itself)."""
+
+    @properties.classproperty
+    def priority(cls) -> float:  # noqa: N805 - a class property
+        raise RuntimeError("test backend: keyring must not pick it by itself")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passwords: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.passwords.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.passwords[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.passwords.pop((service, username), None)

@@ -5,34 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import keyring.backend
 from keyring.backends import fail, null
-from keyring.compat import properties
 
 from app.engine.remote.api_key import SERVICE, ApiKeyStore, server_id
 from app.settings_store import load_settings, save_settings
-from tests.engine.remote.remote_helpers import remote_settings
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A keyring backend that keeps passwords in a dict (never chosen by keyring itself)."""
-
-    @properties.classproperty
-    def priority(cls) -> float:  # noqa: N805 - a class property
-        raise RuntimeError("test backend: keyring must not pick it by itself")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.passwords.pop((service, username), None)
+from tests.engine.remote.remote_helpers import MemoryKeyring, remote_settings
 
 
 def test_keys_are_stored_in_the_keyring_per_server() -> None:
