@@ -4,7 +4,7 @@ through ``build_engine``; nothing heavy is imported until an engine is built."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.engine.base import Engine
@@ -33,3 +33,25 @@ def build_engine(settings: Settings) -> Engine:
         engine.close()
         raise EngineUnavailableError(str(exc).rstrip("."), "remote", exc.action) from exc
     return engine
+
+
+def health_report(settings: Settings, timeout_s: float = 3.0) -> dict[str, Any] | None:
+    """``doctor``'s view of the configured server (None when no remote server is set up):
+    whether its ``/health`` says it is ready, and what to do when it does not."""
+    url = settings.engine.remote_url
+    if not url and settings.engine.kind != "remote":
+        return None
+    if not url:
+        return {"url": None, "ok": False, "problem": "engine.kind is remote but no server "
+                "address is set (Settings → Engine → Server address)"}
+    from app.engine.remote.api_key import ApiKeyStore
+    from app.engine.remote.client import RemoteClient, RemoteError, Timeouts
+
+    client = RemoteClient(url, ApiKeyStore().get(url), Timeouts(connect_s=timeout_s))
+    try:
+        health = client.health()
+    except RemoteError as exc:
+        return {"url": client.url, "ok": False, "problem": f"{exc} {exc.action}".strip()}
+    finally:
+        client.close()
+    return {"url": client.url, "ok": True, "status": health.get("status", "healthy")}
