@@ -15,7 +15,6 @@ server's queue was full.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -49,7 +48,7 @@ from app.engine.remote.protocol import (
     Sampling,
     ServerFailure,
     Usage,
-    request_body,
+    request_json,
     s16le_to_float,
 )
 from app.engine.remote.stream import Cancelled, Ended, HeadersIn, Reply
@@ -149,11 +148,11 @@ class RemoteEngine(Engine):
                               "Speak a little longer, or check the microphone.")
             return
         pending = self._pending = _Pending(turn.turn_id, user)
-        messages = self.history.messages(user)
+        messages = self.history.messages_json(user)
         first_started, busy_wait_ms = started, 0.0
         for attempt in range(self.busy_retries + 1):
-            body = json.dumps(request_body(messages, self.model, self.modality, self.sampling,
-                                           f"moss-voice-{uuid.uuid4().hex}")).encode()
+            body = request_json(messages, self.model, self.modality, self.sampling,
+                                f"moss-voice-{uuid.uuid4().hex}")
             state = _Attempt(turn.turn_id, started, busy_wait_ms)
             outcome = yield from self._run(state, body, cancel, pending)
             if outcome != "busy":

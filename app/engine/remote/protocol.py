@@ -137,6 +137,13 @@ def request_body(messages: list[dict[str, Any]], model: str, modality: Modality,
     return {k: v for k, v in body.items() if v is not None}
 
 
+def request_json(messages_json: bytes, model: str, modality: Modality, sampling: Sampling,
+                 request_id: str) -> bytes:
+    """``request_body`` as JSON bytes around an already encoded ``messages`` array."""
+    head = json.dumps(request_body([], model, modality, sampling, request_id)).encode()
+    return head.replace(b'"messages": []', b'"messages": ' + messages_json, 1)
+
+
 # ---- the stream ---------------------------------------------------------------------------------
 
 

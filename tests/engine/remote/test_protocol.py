@@ -21,6 +21,7 @@ from app.engine.remote.protocol import (
     float_to_s16le,
     parse_event,
     request_body,
+    request_json,
     s16le_to_float,
 )
 
@@ -83,6 +84,9 @@ def test_the_request_asks_for_a_pcm_stream_with_the_servers_sampling_names() -> 
                     "stream": True, "modalities": ["audio"], "request_id": "rid",
                     "temperature": 0.0, "top_p": 1.0, "top_k": -1,
                     "repetition_penalty": 1.05, "max_tokens": 512, "audio": {"format": "pcm"}}
+    spliced = request_json(json.dumps([{"role": "user", "content": "hi"}]).encode(),
+                           "moss-speech", "audio", Sampling(0.0, 1.0, 0, 1.05, 9000, None), "rid")
+    assert json.loads(spliced) == body
     text = request_body([], "", "text", Sampling(seed=3), "rid")
     assert "audio" not in text and "model" not in text and text["seed"] == 3
     assert text["modalities"] == ["text"]

@@ -61,3 +61,18 @@ def test_doctor_checks_the_servers_health(server: StandInServer, tmp_path: Path)
         format_report(report))
     assert collect_report(LoadedSettings(remote_settings("").with_value(
         "engine.kind", "echo"), tmp_path / "s.toml"))["remote"] is None
+
+
+def test_bench_remote_measures_both_engines(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["bench", "remote", "--turns", "2", "--barge-ins", "2", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    for regime in ("single_turn", "conversation"):
+        runs = figures["first_audio"][regime]
+        assert runs["remote_ms"]["n"] == 2 and runs["echo_ms"]["median"] is not None
+        assert set(runs["stages_ms"]) == {"upload", "server_first_byte", "first_audio"}
+    assert figures["barge_in_stop_ms"]["remote"]["n"] == 2
+    assert figures["server_abort_ms"]["n"] == 2
+    printed = capsys.readouterr().out
+    assert "first audio, single turn (ms)" in printed and "barge-in stop (ms)" in printed
