@@ -131,7 +131,12 @@ class ApiKeyField(QWidget):
             if then is not None:
                 then()
 
-        self.bridge.run_in_background(lambda: self.store.save(url, key), done, self._failed,
+        def failed(exc: BaseException) -> None:
+            self._failed(exc)
+            if then is not None:  # the server will say if it needs the key
+                then()
+
+        self.bridge.run_in_background(lambda: self.store.save(url, key), done, failed,
                                       name="api-key-save")
 
     def forget(self) -> None:

@@ -97,8 +97,8 @@ class RemoteEngine(Engine):
                  busy_backoff_s: float = 1.0) -> None:
         engine = settings.engine
         self._api_key = api_key
-        self.client = RemoteClient(engine.remote_url, api_key(), self._timeouts(settings),
-                                   transport)
+        self.client = RemoteClient(engine.remote_url, None, self._timeouts(settings),
+                                   transport)  # the key is read by apply_settings
         self.history = History()
         self.busy_backoff_s = busy_backoff_s
         self._pending: _Pending | None = None

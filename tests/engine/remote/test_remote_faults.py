@@ -194,7 +194,7 @@ def test_a_reply_that_never_starts_is_stopped_after_the_first_audio_timeout(
     engine = make_engine(server.url, remote_first_audio_timeout_s=0.3)
     failed = failure(reply(engine, UserTurn(1, speech("hello"))))
     assert "did not start a reply within 0.3 s" in failed.message
-    assert server.records[0].aborted.wait(30)
+    assert server.wait_for_requests(1)[0].aborted.wait(30)
 
 
 def test_a_disconnect_mid_stream_keeps_what_was_heard(server: StandInServer) -> None:
