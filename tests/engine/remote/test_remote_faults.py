@@ -252,3 +252,21 @@ def test_the_api_key_never_reaches_a_log(server: StandInServer,
     assert caplog.records  # httpx and httpcore did log at debug level
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "k3y-that-must-not-leak" not in text and "wrong-k3y-also-secret" not in text
+
+
+def test_a_server_that_cannot_be_reached_at_start_is_one_banner_with_what_to_do() -> None:
+    from app.conversation.engine_switch import swap_events
+    from app.conversation.engine_worker import EngineSwapped
+    from app.engine.echo import EchoEngine
+    from app.events import ErrorReported
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(EngineUnavailableError) as caught:
+        build_engine(remote_settings(url))
+    error = caught.value
+    swapped = EngineSwapped(EchoEngine().info, str(error), error.category, error.action)
+    [banner] = [e for e in swap_events(swapped, remote_settings(url))
+                if isinstance(e, ErrorReported)]
+    assert banner.category == "remote"
+    assert banner.message.endswith("is the MOSS-Speech server running?")
+    assert "Start the server" in banner.action and "echo demo answers meanwhile" in banner.action
