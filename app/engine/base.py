@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 # Stage names of the latency breakdown, in pipeline order (DESIGN.md "Latency").
 STAGES = ("endpoint_wait", "encode", "prefill", "first_row", "first_chunk", "output_buffer")
+# The remote engine's stages, in the same order (before ``output_buffer``): a full queue's wait,
+# the request sent, the server's response headers, its first audio delta.
+REMOTE_STAGES = ("busy_wait", "upload", "server_first_byte", "first_audio")
 
 
 @dataclass(frozen=True)

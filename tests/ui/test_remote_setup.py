@@ -121,12 +121,19 @@ def test_the_settings_panel_has_the_key_field_under_the_server_address(
     assert "http://" in dialog.candidate()[1]["engine.remote_url"]
 
 
-def test_server_banners_offer_to_try_again(qtbot: QtBot, port: FakePort) -> None:
+def test_server_banners_offer_to_try_again(qtbot: QtBot, port: FakePort,
+                                           screenshot_dir: Path) -> None:
     window = open_window(qtbot, done_first_run(), port)
-    port.emit(ErrorReported("remote", "Nothing answers at lab:8000 (connection refused).",
-                            "Start the server."))
-    port.emit(ErrorReported("server_busy", "The server is busy: asking again in 1 s.", ""))
+    port.emit(ErrorReported("remote", "Nothing answers at lab:8000 (connection refused): is "
+                            "the MOSS-Speech server running?",
+                            "Start the server (docs/remote-engine.md) or fix the port in "
+                            "Settings → Engine → Server address."))
+    port.emit(ErrorReported("server_busy", "Its queue is full (HTTP 503): asking again in 2 s "
+                            "(try 2 of 4).",
+                            "Nothing to do: the reply follows once the server has room."))
     drain_bridge(qtbot, window.bridge)
+    save_after_layout(qtbot, window, screenshot_dir / "remote_banners.png",
+                      tuple(window.banners.banners.values()))
     banner = window.banners.banners["error-remote"]
     assert "Problem with the MOSS-Speech server" in banner.message
     assert "conversation so far is kept" in banner.message
@@ -136,7 +143,7 @@ def test_server_banners_offer_to_try_again(qtbot: QtBot, port: FakePort) -> None
 
 
 def test_a_remote_engine_expects_no_transcripts_and_shows_its_stages(
-        qtbot: QtBot, port: FakePort) -> None:
+        qtbot: QtBot, port: FakePort, screenshot_dir: Path) -> None:
     window = open_window(qtbot, done_first_run().with_value("engine.kind", "remote"), port)
     port.emit(EngineStatusChanged(EngineInfo("MOSS-Speech server", False, "server lab:8000",
                                              transcribes=False)))
@@ -148,8 +155,17 @@ def test_a_remote_engine_expects_no_transcripts_and_shows_its_stages(
     stages = {"endpoint_wait": 500.0, "upload": 4.0, "server_first_byte": 30.0,
               "first_audio": 2500.0, "output_buffer": 90.0}
     panel.add_record(TurnRecord(1, 0.0, 1.0, 1.5, 4.0, 4.1, 3124.0, stages))
+    panel.resize(560, 300)
+    panel.show()
+    save_after_layout(qtbot, panel, screenshot_dir / "latency_remote_stages.png",
+                      (panel.stage_bar,))
     names = [name for name, _ in panel.stage_bar.segments()]
-    assert {"upload", "server_first_byte", "first_audio"} <= set(names)
+    assert names == ["endpoint_wait", "upload", "server_first_byte", "first_audio",
+                     "output_buffer"]
+    shown = [s for s, label in panel.legend_labels.items() if label.isVisible()]
+    assert set(shown) == {"endpoint_wait", "upload", "server_first_byte", "first_audio",
+                          "output_buffer"}
+    assert "Server first byte 30 ms" in panel.legend_labels["server_first_byte"].text()
     tooltip = panel.stage_bar.toolTip()
     assert "Upload: 4 ms" in tooltip and "Server first byte: 30 ms" in tooltip
     assert "First audio: 2500 ms" in tooltip

@@ -23,8 +23,6 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-import httpx
-
 from app.engine.base import (
     Engine,
     EngineEvent,
@@ -56,7 +54,6 @@ from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
-REMOTE_STAGES = ("upload", "server_first_byte", "first_audio", "busy_wait")
 MAX_BUSY_WAIT_S = 30.0
 Outcome = Literal["done", "cancelled", "failed", "busy"]
 
@@ -90,15 +87,14 @@ class _Attempt:
 
 class RemoteEngine(Engine):
     """``api_key``: a callable giving the current key (re-read when settings apply), so the
-    key never sits in settings; ``transport`` and ``busy_backoff_s`` are for tests."""
+    key never sits in settings; ``busy_backoff_s``: the first wait after a 503 (doubling)."""
 
     def __init__(self, settings: Settings, api_key: Callable[[], str | None] = lambda: None,
-                 transport: httpx.BaseTransport | None = None,
                  busy_backoff_s: float = 1.0) -> None:
         engine = settings.engine
         self._api_key = api_key
-        self.client = RemoteClient(engine.remote_url, None, self._timeouts(settings),
-                                   transport)  # the key is read by apply_settings
+        self.client = RemoteClient(engine.remote_url, None,  # the key: in apply_settings
+                                   self._timeouts(settings))
         self.history = History()
         self.busy_backoff_s = busy_backoff_s
         self._pending: _Pending | None = None
@@ -161,9 +157,8 @@ class RemoteEngine(Engine):
                 break
             wait_s = self._busy_wait_s(attempt)
             yield ReplyNotice(turn.turn_id, "server_busy",
-                              f"The MOSS-Speech server is busy (its queue is full): asking "
-                              f"again in {wait_s:.0f} s (try {attempt + 2} of "
-                              f"{self.busy_retries + 1}).",
+                              f"Its queue is full (HTTP 503): asking again in {wait_s:g} s "
+                              f"(try {attempt + 2} of {self.busy_retries + 1}).",
                               "Nothing to do: the reply follows once the server has room.")
             if cancel.wait(wait_s):
                 yield ReplyDone(turn.turn_id, cancelled=True)

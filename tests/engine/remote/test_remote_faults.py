@@ -151,7 +151,8 @@ def test_a_full_queue_is_asked_again_with_backoff_and_the_person_is_told(
     events = reply(make_engine(server.url), UserTurn(1, speech("hello")))
     notices = of(events, ReplyNotice)
     assert [n.category for n in notices] == ["server_busy", "server_busy"]
-    assert "queue is full" in notices[0].message and "try 2 of 4" in notices[0].message
+    assert "queue is full (HTTP 503)" in notices[0].message
+    assert "try 2 of 4" in notices[0].message
     assert isinstance(events[-1], ReplyDone) and len(audio_of(events)) > 0
     assert "busy_wait" in [e.stage for e in of(events, StageTimed)]
     assert [r.status for r in server.records] == [503, 503, 200]
