@@ -3,7 +3,7 @@
 Runs the real voice loop (resampling, VAD, turn-taking, barge-in, engine worker, player) on a
 virtual clock, faster than real time unless --realtime. Engine compute is charged to the clock,
 so a slow engine shows as slow. Writes what the speaker played (on the input's timeline) and a
-latency report (REPORT.json; schema in the README).
+latency report (REPORT.json; schema in docs/report-schema.md).
 """
 
 from __future__ import annotations
