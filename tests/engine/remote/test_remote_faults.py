@@ -138,7 +138,6 @@ def test_422_lists_the_fields_the_server_could_not_read(server: StandInServer) -
     failed = failure(reply(make_engine(server.url), UserTurn(1, speech("hello"))))
     assert failed.category == "input" and "(422): messages: Field required" in failed.message
     # the stand-in's own validation answers as FastAPI does
-    response = httpx.post(f"{server.url}/v1/chat/completions", json={"stream": True})
     server.faults.reject = None
     response = httpx.post(f"{server.url}/v1/chat/completions", json={"stream": True})
     assert response.status_code == 422
