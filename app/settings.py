@@ -227,6 +227,16 @@ class TranscriptSettings(_Group):
     )
 
 
+class DownloadSettings(_Group):
+    send_hf_token: bool = Field(
+        False,
+        title="Send Hugging Face token",
+        description="Send your Hugging Face login token with model downloads (to huggingface.co, "
+        "or to the mirror named in HF_ENDPOINT). The models are public: leave this off unless "
+        "your mirror needs a login.",
+    )
+
+
 class UiSettings(_Group):
     first_run_done: bool = Field(False, description="The first-run screen was completed.")
 
@@ -250,6 +260,7 @@ class Settings(_Group):
     echo: EchoSettings = EchoSettings()
     audio: AudioSettings = AudioSettings()
     transcript: TranscriptSettings = TranscriptSettings()
+    downloads: DownloadSettings = DownloadSettings()
     ui: UiSettings = UiSettings()
 
     def with_value(self, dotted_key: str, value: object) -> Settings:
