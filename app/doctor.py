@@ -14,6 +14,7 @@ from app import __version__, paths
 from app.audio.probe import probe_audio
 from app.display import display_status
 from app.engine.folders import verify_codec_folder, verify_model_folder
+from app.engine.remote import health_report
 from app.settings_store import LoadedSettings, load_settings
 
 
@@ -103,6 +104,7 @@ def collect_report(loaded: LoadedSettings | None = None) -> dict[str, Any]:
         "gpus": gpus,
         "audio": probe_audio(),
         "models": models_report(loaded),
+        "remote": health_report(loaded.settings),  # the MOSS-Speech server's /health, if set
         "display": display_status().as_dict(),
         "paths": {"config": str(paths.config_dir()), "data": str(paths.data_dir()),
                   "models": str(paths.models_dir()), "logs": str(paths.log_dir()),
@@ -151,6 +153,10 @@ def format_report(report: dict[str, Any]) -> str:
     for check in models.get("hash_checks", []):
         lines.append(f"{ok if check['ok'] else bad}SHA-256 check of the {check['kind']} folder: "
                      f"{check['message']}")
+    remote = report.get("remote")
+    if remote:
+        detail = f"ready ({remote['status']})" if remote["ok"] else remote["problem"]
+        lines.append(f"{ok if remote['ok'] else bad}server {remote['url'] or ''}: {detail}")
     display = report["display"]
     shown = display["reason"] if display["available"] else f"none ({display['reason']})"
     lines.append(f"{ok if display['available'] else bad}display: {shown}")
