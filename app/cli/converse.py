@@ -3,7 +3,7 @@
 Runs the real voice loop (resampling, VAD, turn-taking, barge-in, engine worker, player) on a
 virtual clock, faster than real time unless --realtime. Engine compute is charged to the clock,
 so a slow engine shows as slow. Writes what the speaker played (on the input's timeline) and a
-latency report (REPORT.json; schema in the README).
+latency report (REPORT.json; schema in docs/report-schema.md).
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ HEADSET = "Simulated headset"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["echo", "moss_speech"], default=None,
+    parser.add_argument("--engine", choices=["echo", "moss_speech", "remote"], default=None,
                         help="who answers (default: the settings' engine.kind, i.e. echo)")
+    parser.add_argument("--remote-url", metavar="URL",
+                        help="remote: the MOSS-Speech server, e.g. http://192.168.1.20:8000 "
+                             "(engine.remote_url; implies --engine remote; its API key comes "
+                             "from the keyring or MOSS_VOICE_API_KEY)")
     parser.add_argument("--model-dir", type=Path,
                         help="moss_speech: the MOSS-Speech model folder (engine.model_dir)")
     parser.add_argument("--codec-dir", type=Path,
@@ -93,6 +97,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if not sep:
             raise ValueError(f"--set {override}: expected GROUP.KEY=VALUE")
         settings = settings.with_value(key.strip(), parse_value(value.strip()))
+    if getattr(args, "remote_url", None):
+        settings = settings.with_values({"engine.kind": "remote",
+                                         "engine.remote_url": args.remote_url})
     if args.engine:
         settings = settings.with_value("engine.kind", args.engine)
     for option, key in (("model_dir", "engine.model_dir"), ("codec_dir", "engine.codec_dir"),

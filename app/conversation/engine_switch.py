@@ -14,7 +14,8 @@ from app.conversation.engine_worker import EngineSwapped
 from app.engine.base import EngineInfo
 from app.settings import Settings
 
-ENGINE_NAMES = {"echo": "the echo demo", "moss_speech": "MOSS-Speech"}
+ENGINE_NAMES = {"echo": "the echo demo", "moss_speech": "MOSS-Speech",
+                "remote": "the MOSS-Speech server"}
 SLOW_DEVICE_ACTION = ("Install a CUDA build of torch on a machine with an NVIDIA GPU for "
                       "real-time replies (README, 'GPU installation').")
 
@@ -50,6 +51,7 @@ def swap_events(swapped: EngineSwapped, wanted: Settings) -> list[ev.PipelineEve
                  if swapped.info.is_demo else f"{swapped.info.name} keeps answering.")
     action = swapped.action or "Choose or download the model in the model manager."
     message = swapped.error.rstrip(".")
+    end = "" if message.endswith(("?", "!")) else "."  # "is the server running?" stays so
     return [status, ev.ErrorReported(swapped.category,
-                                     f"{engine_name(wanted)} could not be loaded: {message}.",
+                                     f"{engine_name(wanted)} could not be loaded: {message}{end}",
                                      f"{action} {meanwhile}")]

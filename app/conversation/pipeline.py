@@ -45,6 +45,7 @@ from app.engine.base import (
     ReplyAudio,
     ReplyDone,
     ReplyFailed,
+    ReplyNotice,
     ReplyText,
     StageTimed,
     UserTurn,
@@ -346,6 +347,8 @@ class Pipeline:
             self._emit(ev.TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
         elif isinstance(event, StageTimed):
             self.metrics.stage(route.turn_id, event.stage, event.duration_ms)
+        elif isinstance(event, ReplyNotice):  # e.g. the server is busy: the reply comes later
+            self._emit(ev.ErrorReported(event.category, event.message, event.advice))
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
                 self._emit(ev.ErrorReported(event.category, event.message, event.advice))

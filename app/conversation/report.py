@@ -1,8 +1,8 @@
 """REPORT.json and the human summary of a simulated conversation (``converse``, the demo).
 
 REPORT.json is ``{"turns": [...], "summary": {...}}``: one object per turn (see
-:mod:`app.conversation.metrics` for each field) and the medians. The README documents the
-schema.
+:mod:`app.conversation.metrics` for each field) and the medians. The schema is documented in
+docs/report-schema.md.
 """
 
 from __future__ import annotations

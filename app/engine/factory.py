@@ -15,6 +15,7 @@ from app.settings import EngineKind, Settings
 # kind -> module that provides build_engine(settings); "echo" is built here directly.
 ENGINE_MODULES: dict[str, str] = {
     "moss_speech": "app.engine.moss_speech",
+    "remote": "app.engine.remote",
 }
 
 
@@ -23,7 +24,8 @@ class EngineUnavailableError(RuntimeError):
     in the app and ``cli_action`` (when it differs) what to do on the command line.
 
     ``category`` names the banner the UI shows: ``model_invalid`` (model or codec folder),
-    ``voice_prompt``, ``out_of_memory`` (does not fit the GPU) or ``engine_unavailable``.
+    ``voice_prompt``, ``out_of_memory`` (does not fit the GPU), ``remote`` (the MOSS-Speech
+    server cannot be used) or ``engine_unavailable``.
     """
 
     def __init__(self, message: str, category: str = "engine_unavailable",

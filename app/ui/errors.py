@@ -4,7 +4,8 @@ Categories the pipeline and engine report (ReplyFailed's categories plus the pip
 ``out_of_memory``, ``engine``, ``input``, ``model_invalid``, ``audio`` (devices),
 ``engine_unavailable`` (the chosen engine could not be built; the echo demo answers),
 ``voice_prompt`` (no usable voice for spoken replies), ``slow_device`` (the model runs on the
-CPU). Unknown
+CPU), ``remote`` (the MOSS-Speech server cannot be reached or failed a reply), ``server_busy``
+(its queue is full; the reply is asked again). Unknown
 categories still get a banner with the event's own ``action`` text.
 """
 
@@ -28,6 +29,8 @@ TITLES = {
     "engine_unavailable": "The model could not be loaded",
     "voice_prompt": "The voice prompt cannot be used",
     "slow_device": "Replies will be slow",
+    "remote": "Problem with the MOSS-Speech server",
+    "server_busy": "The MOSS-Speech server is busy",
 }
 BUTTONS = {
     "out_of_memory": "Choose a smaller precision",
@@ -36,6 +39,7 @@ BUTTONS = {
     "audio": "Audio settings",
     "engine_unavailable": "Open the model manager",
     "voice_prompt": "Engine settings",
+    "remote": "Try again",
 }
 
 
@@ -45,7 +49,7 @@ def describe_error(event: ErrorReported) -> tuple[str, str]:
     text = f"<b>{title}.</b> {event.message}"
     if event.action:
         text += f" <i>{event.action}</i>"
-    if event.category in ("out_of_memory", "engine", "input"):
+    if event.category in ("out_of_memory", "engine", "input", "remote"):
         text += " The conversation so far is kept."
     return text, BUTTONS.get(event.category, "")
 
@@ -97,6 +101,7 @@ class StatusPresenter:
             "engine_unavailable": self.window.open_model_manager,
             "voice_prompt": lambda: self.window.open_settings("engine"),
             "audio": lambda: self.window.open_settings("audio"),
+            "remote": self.reload_engine,  # reconnects: the server's /health is asked again
         }.get(category)
 
     def check_model_folders(self) -> None:

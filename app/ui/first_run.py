@@ -23,14 +23,17 @@ DEMO = (
 )
 
 
+REMOTE = ("<p><b>No big GPU here?</b> Use MOSS-Speech running on another machine (a lab "
+          "server or a bigger PC); everything else stays on this one.</p>")
 SPEAKERS = "<p><b>Speakers or headset?</b> Optional, and it takes two seconds:</p>"
 
 
 class FirstRunPage(QWidget):
-    """Emits ``model_manager_requested`` or ``demo_requested``."""
+    """Emits ``model_manager_requested``, ``demo_requested`` or ``remote_requested``."""
 
     model_manager_requested = Signal()
     demo_requested = Signal()
+    remote_requested = Signal()  # "Use a MOSS-Speech server…" (the remote engine)
 
     def __init__(self, acoustic_check: QWidget | None = None,
                  parent: QWidget | None = None) -> None:
@@ -64,6 +67,8 @@ class FirstRunPage(QWidget):
         inner.addSpacing(12)
         inner.addWidget(demo)
         inner.addWidget(self.demo_button)
+        inner.addSpacing(12)
+        inner.addWidget(self._remote_option())
         if acoustic_check is not None:  # the acoustic check, offered before the first talk
             inner.addSpacing(12)
             speakers = QLabel(SPEAKERS)
@@ -79,3 +84,18 @@ class FirstRunPage(QWidget):
         outer.addStretch(1)
         outer.addLayout(row)
         outer.addStretch(2)
+
+    def _remote_option(self) -> QWidget:
+        box = QWidget()
+        column = QVBoxLayout(box)
+        column.setContentsMargins(0, 0, 0, 0)
+        text = QLabel(REMOTE)
+        text.setWordWrap(True)
+        text.setTextFormat(Qt.TextFormat.RichText)
+        self.remote_button = QPushButton("Use a MOSS-Speech server…")
+        self.remote_button.setObjectName("remoteServerButton")
+        self.remote_button.setMinimumHeight(30)
+        self.remote_button.clicked.connect(self.remote_requested)
+        column.addWidget(text)
+        column.addWidget(self.remote_button)
+        return box

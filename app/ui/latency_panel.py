@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,19 +34,41 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.base import STAGES
+from app.engine.base import REMOTE_STAGES, STAGES
 from app.events import TurnRecord
 
 MAX_KEPT_RECORDS = 10_000  # a long session stays flat in memory
 STAGE_TITLES = {"endpoint_wait": "Endpoint wait", "encode": "Encode", "prefill": "Prefill",
                 "first_row": "First row", "first_chunk": "First chunk",
-                "output_buffer": "Output buffer"}
+                "output_buffer": "Output buffer",
+                # the remote engine's stages (REMOTE_STAGES)
+                "upload": "Upload", "server_first_byte": "Server first byte",
+                "first_audio": "First audio", "busy_wait": "Server busy"}
 STAGE_SHORT = {"endpoint_wait": "Endpoint\nwait", "encode": "Encode", "prefill": "Prefill",
                "first_row": "First\nrow", "first_chunk": "First\nchunk",
                "output_buffer": "Output\nbuffer"}
 STAGE_COLORS = {"endpoint_wait": "#8e9aaf", "encode": "#4c9be8", "prefill": "#8e6fd8",
-                "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d"}
+                "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d",
+                "upload": "#4c9be8", "server_first_byte": "#8e6fd8", "first_audio": "#d9634c",
+                "busy_wait": "#b0a060"}
 OTHER_COLOR = "#c8c8c8"
+
+
+def bar_order(stages: Iterable[str]) -> list[str]:
+    """Pipeline order: the local engine's stages, the remote one's, any other, then the
+    output buffer (the last stage of every turn)."""
+    names = set(stages)
+    known = [s for s in (*STAGES[:-1], *REMOTE_STAGES) if s in names]
+    others = sorted(names - set(STAGES) - set(REMOTE_STAGES))
+    return known + others + (["output_buffer"] if "output_buffer" in names else [])
+
+
+def legend_stages(stages_ms: dict[str, float]) -> list[str]:
+    """The local engine's stages, or the remote one's when the turn has them."""
+    if not any(s in stages_ms for s in REMOTE_STAGES):
+        return list(STAGES)
+    remote = [s for s in REMOTE_STAGES if s != "busy_wait" or s in stages_ms]
+    return bar_order(["endpoint_wait", *remote, "output_buffer"])
 
 
 def stage_title(stage: str) -> str:
@@ -126,9 +149,7 @@ class StageBar(QWidget):
 
     def segments(self) -> list[tuple[str, float]]:
         """(stage, ms) in pipeline order; time not covered by a stage is shown as 'other'."""
-        order = [s for s in STAGES if s in self.stages_ms]
-        order += sorted(set(self.stages_ms) - set(STAGES))
-        parts = [(s, max(0.0, float(self.stages_ms[s]))) for s in order]
+        parts = [(s, max(0.0, float(self.stages_ms[s]))) for s in bar_order(self.stages_ms)]
         covered = sum(ms for _, ms in parts)
         if self.total_ms is not None and self.total_ms > covered + 0.5:
             parts.append(("other", self.total_ms - covered))
@@ -266,17 +287,25 @@ class LatencyPanel(QWidget):
 
     def _build_legend(self) -> QWidget:
         legend = QWidget()
-        grid = QGridLayout(legend)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setHorizontalSpacing(12)
-        grid.setVerticalSpacing(0)
+        self.legend_grid = QGridLayout(legend)
+        self.legend_grid.setContentsMargins(0, 0, 0, 0)
+        self.legend_grid.setHorizontalSpacing(12)
+        self.legend_grid.setVerticalSpacing(0)
         self.legend_labels: dict[str, QLabel] = {}
-        for i, stage in enumerate(STAGES):
-            label = QLabel()
-            self.legend_labels[stage] = label
+        for stage in (*STAGES, *REMOTE_STAGES):
+            self.legend_labels[stage] = QLabel()
             self._set_legend(stage, None)
-            grid.addWidget(label, i // 3, i % 3)
+        self._place_legend(list(STAGES))
         return legend
+
+    def _place_legend(self, stages: list[str]) -> None:
+        """Show the legend entries of ``stages`` (the engine's), three to a row."""
+        for label in self.legend_labels.values():
+            self.legend_grid.removeWidget(label)
+            label.hide()
+        for i, stage in enumerate(stages):
+            self.legend_grid.addWidget(self.legend_labels[stage], i // 3, i % 3)
+            self.legend_labels[stage].show()
 
     def _set_legend(self, stage: str, ms: float | None) -> None:
         swatch = f"<span style='color:{STAGE_COLORS[stage]}'>■</span>"
@@ -294,7 +323,8 @@ class LatencyPanel(QWidget):
         else:
             self.response_label.setText(f"Turn {record.turn_id}: no reply was heard")
         self.stage_bar.set_stages(record.stages_ms, record.response_latency_ms)
-        for stage in STAGES:
+        self._place_legend(legend_stages(record.stages_ms))
+        for stage in self.legend_labels:
             self._set_legend(stage, record.stages_ms.get(stage))
         if record.barge_in is not None:
             self.barge_in_label.setText(f"Barge-in stop: {record.barge_in.stop_latency_ms:.0f} ms"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, QUrl
+from PySide6.QtCore import Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QColor, QDesktopServices, QIcon
 from PySide6.QtWidgets import (
     QApplication,
@@ -148,6 +148,7 @@ class MainWindow(QMainWindow):
         self.first_run = FirstRunPage(self.echo_ui.panel)
         self.first_run.model_manager_requested.connect(self.open_model_manager)
         self.first_run.demo_requested.connect(self.start_echo_demo)
+        self.first_run.remote_requested.connect(self.open_remote_setup)
         self.conversation_page = self._build_conversation_page()
         self.stack = QStackedWidget()
         self.stack.addWidget(self.first_run)
@@ -256,7 +257,9 @@ class MainWindow(QMainWindow):
         is_demo = info.is_demo if info is not None else settings.engine.kind == "echo"
         self.demo_badge.setText(DEMO_BADGE if info is None or info.name.lower().startswith("echo")
                                 else f"Demo: {info.name} — no model loaded")
-        self.transcript.set_transcribing(not is_demo and settings.transcript.text_branch)
+        transcribes = info.transcribes if info is not None else True
+        self.transcript.set_transcribing(not is_demo and transcribes
+                                         and settings.transcript.text_branch)
         self.demo_badge.setToolTip(info.detail if info is not None else "")
         self.demo_badge.setVisible(is_demo and not self.showing_first_run)
 
@@ -366,6 +369,21 @@ class MainWindow(QMainWindow):
                                      "engine.codec_dir": codec_dir, "ui.first_run_done": True}
         if precision:
             values["engine.precision"] = precision
+        self.update_settings(self._settings.with_values(values), reload_engine=True)
+        self.start_conversation()
+
+    def open_remote_setup(self) -> QWidget:
+        """"Use a MOSS-Speech server…": address and key, then the remote engine."""
+        from app.ui.remote_setup import RemoteSetupDialog
+
+        dialog = RemoteSetupDialog(self._settings, self.bridge, parent=self)
+        dialog.chosen.connect(self.use_remote_server)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
+
+    def use_remote_server(self, url: str) -> None:
+        values = {"engine.kind": "remote", "engine.remote_url": url, "ui.first_run_done": True}
         self.update_settings(self._settings.with_values(values), reload_engine=True)
         self.start_conversation()
 

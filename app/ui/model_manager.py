@@ -42,6 +42,7 @@ from app.engine.preflight import (
 from app.model_store import DownloadCancelledError, DownloadProgress, FolderKind, format_bytes
 from app.settings import Settings
 from app.ui.bridge import UiBridge
+from app.ui.model_integrity import IntegrityBox
 
 OK_STYLE, BAD_STYLE = "color: #2e7d32;", "color: #c0392b;"
 
@@ -54,7 +55,10 @@ class FolderRow:
         self.check: FolderCheck | None = None
         self.pending = 0  # id of the newest verification, so stale answers are dropped
         spec = model_store.REPOS[kind]
-        title = QLabel(f"<b>{spec.title}</b><br><span style='color: gray'>{spec.repo_id}</span>")
+        title = QLabel(f"<b>{spec.title}</b><br><span style='color: gray'>{spec.repo_id} @ "
+                       f"{spec.short_revision}</span>")
+        title.setToolTip(f"Downloads are pinned to revision {spec.revision}, the one this app "
+                         "is validated with.")
         self.path_edit = QLineEdit(str(path) if path else "")
         self.path_edit.setPlaceholderText(str(model_store.default_destination(kind)))
         self.choose_button = QPushButton("Choose folder…")
@@ -114,6 +118,10 @@ class ModelManagerDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(folders)
         layout.addWidget(self._build_download_box())
+        self.integrity = IntegrityBox(bridge, lambda: self.settings.downloads.send_hf_token)
+        self.integrity.download_requested.connect(lambda kind: self.start_download(kind))
+        self.integrity.busy.connect(lambda busy: self._set_downloading(busy, checking=True))
+        layout.addWidget(self.integrity)
         layout.addWidget(self._build_preflight_box(), 1)
         layout.addLayout(self._build_buttons())
         bridge.on(DownloadProgress, self._on_progress)
@@ -203,6 +211,7 @@ class ModelManagerDialog(QDialog):
         row.status.setStyleSheet("")
         row.status.setText("Checking…")
         self.use_button.setEnabled(False)
+        self.integrity.refresh(kind, path)
         self.bridge.run_in_background(lambda: model_store.verify(kind, path),
                                       lambda check: self._on_verified(kind, token, check),
                                       lambda exc: self._on_verify_failed(kind, exc),
@@ -262,7 +271,7 @@ class ModelManagerDialog(QDialog):
     # ---- download ----------------------------------------------------------------------------
 
     def start_download(self, kind: FolderKind) -> None:
-        if self.download_kind is not None:
+        if self.download_kind is not None or self.integrity.checking is not None:
             return
         row = self.rows[kind]
         destination = row.path()
@@ -275,13 +284,17 @@ class ModelManagerDialog(QDialog):
         self.download_title.setText(f"Downloading {model_store.REPOS[kind].repo_id} into "
                                     f"{destination}…")
         self.download_detail.setText("Checking what is missing and the free disk space…")
+        use_token = self.settings.downloads.send_hf_token
         self.bridge.run_in_background(
-            lambda: self._download(kind, destination, self.bridge.post, cancel),
+            lambda: self._download(kind, destination, self.bridge.post, cancel,
+                                   use_token=use_token),
             lambda check: self._on_download_done(kind, check),
             lambda exc: self._on_download_failed(kind, exc), name=f"download-{kind}")
 
-    def _set_downloading(self, active: bool) -> None:
-        self.cancel_button.setEnabled(active)
+    def _set_downloading(self, active: bool, checking: bool = False) -> None:
+        if not checking:
+            self.cancel_button.setEnabled(active)
+            self.integrity.set_enabled(not active)
         self.retry_button.setEnabled(not active and self.failed_kind is not None)
         for row in self.rows.values():
             row.download_button.setEnabled(not active)
@@ -291,17 +304,22 @@ class ModelManagerDialog(QDialog):
         speed = f"{format_bytes(progress.speed_bytes_per_s)}/s" if progress.speed_bytes_per_s \
             else "–"
         attempt = f" · attempt {progress.attempt}" if progress.attempt > 1 else ""
+        doing = "Checking SHA-256: " if progress.phase == "verify" else ""
         self.download_detail.setText(
-            f"{format_bytes(progress.bytes_done)} of {format_bytes(progress.bytes_total)} · "
-            f"{speed} · {model_store.format_duration(progress.eta_s)} left{attempt}")
+            f"{doing}{format_bytes(progress.bytes_done)} of "
+            f"{format_bytes(progress.bytes_total)} · {speed} · "
+            f"{model_store.format_duration(progress.eta_s)} left{attempt}")
 
     def _on_download_done(self, kind: FolderKind, check: FolderCheck) -> None:
         self.download_kind = None
         self._set_downloading(False)
         self.progress.setValue(1000)
-        self.download_title.setText(f"{model_store.REPOS[kind].repo_id} downloaded.")
+        spec = model_store.REPOS[kind]
+        self.download_title.setText(f"{spec.repo_id} downloaded (revision "
+                                    f"{spec.short_revision}, every file's SHA-256 checked).")
         self.rows[kind].pending += 1
         self._on_verified(kind, self.rows[kind].pending, check)
+        self.integrity.refresh(kind, self.rows[kind].path())
 
     def _on_download_failed(self, kind: FolderKind, exc: BaseException) -> None:
         self.download_kind = None
@@ -326,6 +344,7 @@ class ModelManagerDialog(QDialog):
 
     def done(self, result: int) -> None:
         self.cancel_event.set()  # a running download stops at its next progress update
+        self.integrity.close_down()
         self.bridge.off(DownloadProgress, self._on_progress)
         super().done(result)
 

@@ -38,6 +38,7 @@ from app.settings import ENGINE_BUILD_KEYS, Settings, changed_keys
 from app.ui.acoustic_check import AcousticCheckPanel
 from app.ui.bridge import UiBridge
 from app.ui.controls import key_from_name
+from app.ui.remote_setup import ApiKeyField
 from app.ui.settings_form import (
     FieldEditor,
     SettingField,
@@ -146,6 +147,11 @@ class SettingsDialog(QDialog):
             column.addWidget(getattr(editor, "container", editor.widget))
             column.addWidget(error)
             form.addRow(label, cell)
+            if field.key == "engine.remote_url":  # the key is no setting: it goes to the keyring
+                self.api_key_field = ApiKeyField(
+                    lambda: str(self.editors["engine.remote_url"].value() or ""), self.bridge)
+                editor.changed.connect(self.api_key_field.address_changed)
+                form.addRow(QLabel("API key"), self.api_key_field)
         if group == "echo":
             self.acoustic_check = AcousticCheckPanel(self.bridge)
             self.acoustic_check.apply_requested.connect(self._use_echo_mode)

@@ -220,18 +220,15 @@ def test_the_speaker_model_width_must_match_the_flow(codec: Path) -> None:
     assert any(p.startswith("flow/config.yaml and flow/flow.pt disagree") for p in problems)
 
 
-def test_doctor_does_not_call_a_broken_codec_ok(codec: Path) -> None:
-    from app.doctor import format_report
+def test_doctor_does_not_call_a_broken_codec_ok(codec: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+    from app.settings import Settings
+    from app.settings_store import save_settings
 
     (codec / "flow" / "config.yaml").write_text("::: not yaml :::\n  - [")
-    check = verify_codec_folder(codec).as_dict()
-    report = {"app": {"version": "x"}, "python": {"version": "3", "executable": "py"},
-              "torch": {"installed": False, "error": "-"}, "gpus": [],
-              "audio": {"available": False, "reason": "-"},
-              "models": {"settings_issues": [], "engine": "moss_speech", "settings_file": "s",
-                         "model": {**check, "ok": True, "path": "m"}, "codec": check},
-              "display": {"available": False, "reason": "-"},
-              "paths": {"config": "c", "models": "m", "logs": "l"}}
-    line = next(x for x in format_report(report).splitlines() if "codec folder" in x)
+    save_settings(Settings().with_value("engine.codec_dir", codec))
+    assert main(["doctor"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "codec folder" in x)
     assert line.startswith("-- ") and "flow/config.yaml" in line and "verified" not in line
     assert line.endswith(". Download the codec again, or choose another codec folder.")
