@@ -143,7 +143,8 @@ def format_report(report: dict[str, Any]) -> str:
         entry = models[kind]
         mark = ok if entry["ok"] else bad
         where = entry["path"] or "not set"
-        detail = "verified" if entry["ok"] else "; ".join(entry["problems"])
+        detail = "verified" if entry["ok"] else "; ".join(entry["problems"]) + (
+            f". {entry['advice']}" if entry.get("advice") else "")
         lines.append(f"{mark}{kind} folder {where}: {detail}")
         if "revision" in entry:
             lines.append(f"    {entry['revision']['message']}")

@@ -57,7 +57,7 @@ from app.folder_hashes import (
 from app.hub_errors import describe_hub_error, is_transient
 from app.hub_manifest import HubFile, RevisionManifest, manifest_for, short
 from app.hub_offline import hub_online
-from app.paths import models_dir
+from app.paths import models_dir, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ def _fetch_files(job: _Job, files: Sequence[HubFile]) -> list[str]:
     tracker.report()
     bar = progress_bar_class(tracker)
     stop = threading.Event()
-    job.destination.mkdir(parents=True, exist_ok=True)
+    private_dir(job.destination)  # 0700 like every folder of the app (POSIX)
     remove_stale_partials(job.destination)
 
     def fetch(hub_file: HubFile) -> str:

@@ -17,13 +17,14 @@ cuts a named file's body half-way.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import tempfile
 import threading
-import zipfile
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from io import BytesIO
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 import numpy as np
@@ -35,12 +36,28 @@ from app.model_store import REPOS
 SHA = "0123456789abcdef0123456789abcdef01234567"  # the revision of repos this app does not pin
 OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
 LFS_SUFFIXES = (".safetensors", ".pt", ".onnx", ".bin")
+# The special ids sit inside the tiny vocabularies (config.json may carry its own ids), so the
+# folder passes the same checks as the published one: config, tokenizer ids, every shape.
 TINY_LM_CONFIG = {
     "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_shared_layers": 1,
     "num_modality_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
     "head_dim": 8, "vocab_size": 32, "audio_vocab_size": 24, "rms_norm_eps": 1e-6,
-    "rope_theta": 1e6,
+    "rope_theta": 1e6, "pad_token_id": 0, "im_start_token_id": 1, "im_end_token_id": 2,
+    "sosp_token_id": 3, "modality_pad_token_id": 5, "eosp_token_id": 20, "audio_pad_token_id": 21,
 }
+TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>")
+
+
+def tiny_tokenizer_bytes() -> bytes:
+    """A word-level tokenizer.json whose special tokens carry TINY_LM_CONFIG's ids."""
+    added = [{"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, token in enumerate(TINY_SPECIAL_TOKENS)]
+    vocab = {token: i for i, token in enumerate(TINY_SPECIAL_TOKENS)} | {"<unk>": 4}
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
+        "decoder": None, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
+    }).encode()
 
 
 def tiny_model_files(seed: int = 0) -> dict[str, bytes]:
@@ -49,29 +66,24 @@ def tiny_model_files(seed: int = 0) -> dict[str, bytes]:
     tensors = {name: rng.standard_normal(shape).astype(np.float32)
                for name, shape in expected_lm_shapes(TINY_LM_CONFIG).items()}
     return {"config.json": json.dumps(TINY_LM_CONFIG).encode(),
-            "tokenizer.json": b'{"version": "1.0"}',
+            "tokenizer.json": tiny_tokenizer_bytes(),
             "model.safetensors": save_safetensors(tensors)}
 
 
-def _torch_style_archive() -> bytes:
-    buffer = BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:  # fixed entry times: the same bytes each call
-        entries = (("archive/data.pkl", b"\x80\x02}q\x00."), ("archive/data/0", bytes(4096)))
-        for name, data in entries:
-            archive.writestr(zipfile.ZipInfo(name, date_time=(2025, 1, 1, 0, 0, 0)), data)
-    return buffer.getvalue()
+@functools.lru_cache(maxsize=1)
+def _tiny_codec_bytes() -> tuple[tuple[str, bytes], ...]:
+    from app.engine.moss_speech.codec.testing import write_tiny_codec
+
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = write_tiny_codec(Path(scratch) / "codec", seed=0)
+        return tuple((p.relative_to(folder).as_posix(), p.read_bytes())
+                     for p in sorted(folder.rglob("*")) if p.is_file())
 
 
 def tiny_codec_files() -> dict[str, bytes]:
-    """A codec folder that passes app.engine.folders.verify_codec_folder."""
-    archive = _torch_style_archive()
-    return {
-        "model.safetensors": save_safetensors({"w": np.zeros((8, 8), np.float32)}),
-        "config.json": b"{}", "preprocessor_config.json": b"{}",
-        "flow/config.yaml": b"chunk: 5\n", "flow/flow.pt": archive,
-        "flow/flow-chunk-5.pt": archive, "flow/flow-chunk-25.pt": archive,
-        "flow/hift.pt": archive, "flow/campplus.onnx": b"onnx" * 512,
-    }
+    """A codec folder that passes app.engine.folders.verify_codec_folder: the tiny random codec
+    in the published layout (written once per test process, so every call has the same bytes)."""
+    return dict(_tiny_codec_bytes())
 
 
 def is_lfs(name: str) -> bool:

@@ -48,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from app.hub_offline import apply_offline_defaults
+    from app.paths import use_private_compile_caches
 
+    use_private_compile_caches()  # before anything imports torch (issue 21 item 2)
     apply_offline_defaults()  # Hugging Face offline, from source as in the bundle
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])

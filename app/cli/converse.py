@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             engine = build_engine(settings)
     except EngineUnavailableError as exc:
-        print(f"converse: {exc}. {exc.action}".rstrip(), file=sys.stderr)
+        print(f"converse: {str(exc).rstrip('.')}. {exc.advice('cli')}".rstrip(), file=sys.stderr)
         return 2
     except (ValueError, ValidationError, OSError) as exc:
         print(f"converse: {exc}", file=sys.stderr)
