@@ -5,6 +5,8 @@ GET  /api/models/{repo}/tree/{sha}[/...] recursive file listing
 HEAD /{repo}/resolve/{sha}/{file}        metadata (ETag, X-Repo-Commit, Content-Length)
 GET  /{repo}/resolve/{sha}/{file}        the bytes (with Range)
 
+GET  /{any path in files}                 plain files (e.g. raw.githubusercontent.com's layout)
+
 Serves on 127.0.0.1 only. ``drop_next_gets`` cuts file downloads mid-body to test retries.
 """
 
@@ -66,8 +68,10 @@ def tiny_codec_files() -> dict[str, bytes]:
 class FakeHub:
     """``with FakeHub({repo: files}) as hub:`` then pass ``endpoint=hub.url``."""
 
-    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
+    def __init__(self, repos: dict[str, dict[str, bytes]],
+                 files: dict[str, bytes] | None = None) -> None:
         self.repos = repos
+        self.files = files or {}  # served as they are at their path (e.g. example voices)
         self.drop_next_gets = 0
         self.fail_next_gets = 0  # answer file GETs with 503 (server trouble)
         self.broken_files: set[str] = set()  # always 503 for these file names
@@ -128,7 +132,9 @@ class FakeHub:
             def _serve(self, head: bool) -> None:
                 path = unquote(urlparse(self.path).path)
                 hub.requests.append(("HEAD" if head else "GET", path))
-                if path.startswith("/api/models/"):
+                if path in hub.files:
+                    self._plain(hub.files[path], head)
+                elif path.startswith("/api/models/"):
                     self._api(path[len("/api/models/"):])
                 elif "/resolve/" in path:
                     self._resolve(path.lstrip("/"), head)
@@ -189,6 +195,14 @@ class FakeHub:
                 hub.get_started.set()
                 hub.gate.wait(30)
                 self.wfile.write(body)
+
+            def _plain(self, data: bytes, head: bool) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(data)
 
             def _json(self, status: int, payload: object,
                       headers: dict[str, str] | None = None) -> None:

@@ -10,7 +10,7 @@ action: the app never stops over it.
 from __future__ import annotations
 
 from app import events as ev
-from app.conversation.engine_worker import EngineSwapped
+from app.conversation.engine_worker import EngineBuilding, EngineSwapped
 from app.engine.base import EngineInfo
 from app.settings import Settings
 
@@ -23,10 +23,16 @@ def engine_name(settings: Settings) -> str:
     return ENGINE_NAMES.get(settings.engine.kind, settings.engine.kind)
 
 
-def loading_event(current: EngineInfo, wanted: Settings) -> ev.EngineStatusChanged:
-    meanwhile = " The echo demo answers meanwhile." if current.is_demo else ""
+def loading_event(current: EngineInfo, wanted: Settings,
+                  stage: EngineBuilding | None = None) -> ev.EngineStatusChanged:
+    """The loading bar: which engine, how far (``stage``), and who answers meanwhile."""
+    keeps_answering = not current.is_demo and current.device in ("", "cpu")
+    meanwhile = (f" {current.name} answers meanwhile." if keeps_answering else
+                 " The echo demo answers meanwhile (it plays your words back).")
+    what = f": {stage.what}" if stage is not None else ""
     return ev.EngineStatusChanged(current, loading=True,
-                                  message=f"Loading {engine_name(wanted)}…{meanwhile}")
+                                  progress=stage.fraction if stage is not None else None,
+                                  message=f"Loading {engine_name(wanted)}{what}…{meanwhile}")
 
 
 def status_events(info: EngineInfo, message: str = "") -> list[ev.PipelineEvent]:

@@ -32,7 +32,12 @@ from app.conversation.audio_io import AudioIO, StreamLost
 from app.conversation.clock import Clock, WallClock
 from app.conversation.device_tools import DeviceTools
 from app.conversation.echo_control import EchoControl
-from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
+from app.conversation.engine_worker import (
+    EngineBuilding,
+    EngineSwapped,
+    EngineWorker,
+    WorkerEvent,
+)
 from app.conversation.event_hub import EventHub
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener, TurnFeed
@@ -85,6 +90,9 @@ class Pipeline:
         self._seq = 0
         self._turn_feed = TurnFeed(self._listener, self._worker.feed)
         self._load_engine = load_engine and engine_factory is not None
+        # The engine answering is the one the settings name (False while the echo demo stands
+        # in for one that could not be built): then settings that decide a build retry it.
+        self._engine_as_wanted = not self._load_engine
         self.tools = DeviceTools(self._io, self.clock, self._emit, block_ms, stop_reply=lambda:
                                  self._turn_command(ev.StopReply()), pause_listening=lambda on:
                                  self._run(self._controller.set_paused(on, self.clock.now())))
@@ -132,6 +140,7 @@ class Pipeline:
 
             self._listener.scorer = SileroScorer()
         self._emit_all(self._io.start(self.settings.audio, self.clock.now()))
+        self._emit(self._io.opened())
         self._emit_all(self._echo.start())
         self._worker.start()
         self._emit_all(engine_switch.status_events(self._worker.info))
@@ -270,6 +279,7 @@ class Pipeline:
     def _on_turn_abandoned(self, a: t.TurnAbandoned) -> None:
         self.metrics.abandoned(a.turn_id)
         self._turn_feed.end()
+        self._emit(ev.UserTurnDropped(a.turn_id, self._rel(self.clock.now())))
 
     def _on_speculation_started(self, a: t.SpeculationStarted) -> None:
         self._turn_feed.pump(a.turn_id)
@@ -323,7 +333,11 @@ class Pipeline:
     def _worker_event(self, item: WorkerEvent) -> None:
         event = item.event
         if isinstance(event, EngineSwapped):
+            self._engine_as_wanted = not event.error
             self._emit_all(engine_switch.swap_events(event, self.settings))
+            return
+        if isinstance(event, EngineBuilding):
+            self._emit(engine_switch.loading_event(self._worker.info, self.settings, event))
             return
         route = self._routes.get(item.seq)
         if route is None or route.cancel.is_set():
@@ -386,7 +400,10 @@ class Pipeline:
     # ---- devices and settings --------------------------------------------------------------
 
     def _stream_lost(self, lost: StreamLost) -> None:
-        self._emit_all(self._io.handle_lost(lost, self.clock.now()))
+        events = self._io.handle_lost(lost, self.clock.now())
+        self._emit_all(events)
+        if events:
+            self._emit(self._io.opened())
         if lost.direction == "input":
             self.tools.inputs_changed()
 
@@ -402,7 +419,10 @@ class Pipeline:
             self.tools.inputs_changed()
         if new.audio.output_device != old.audio.output_device:
             self._emit_all(self._io.start_output(new.audio.output_device, now))
-        if command.reload_engine or needs_engine_rebuild(old, new):
+        if (new.audio.input_device, new.audio.output_device) != (old.audio.input_device,
+                                                                 old.audio.output_device):
+            self._emit(self._io.opened())
+        if command.reload_engine or needs_engine_rebuild(old, new, self._engine_as_wanted):
             self._rebuild_engine(new)
         else:  # sampling, prompt, context, streaming, voice: the engine applies them live
             self._worker.apply_settings(new)

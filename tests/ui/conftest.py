@@ -119,6 +119,20 @@ def open_window(qtbot: QtBot, settings: Settings | None = None, port: FakePort |
     return window
 
 
+def wav_bytes(seconds: float, rate_hz: int = 16000) -> bytes:
+    """A short speech-like WAV file's bytes (a usable voice prompt)."""
+    import io
+
+    import numpy as np
+    import soundfile
+
+    t = np.arange(int(seconds * rate_hz)) / rate_hz
+    pcm = (0.3 * np.sin(2 * np.pi * 180 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t)))
+    buffer = io.BytesIO()
+    soundfile.write(buffer, pcm.astype(np.float32), rate_hz, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
 def done_first_run() -> Settings:
     return Settings().with_value("ui.first_run_done", True)
 
