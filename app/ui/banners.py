@@ -34,7 +34,8 @@ STYLES = {
     "warning": "background: #fff4e5; border: 1px solid #e6c07b; color: #663c00;",
     "info": "background: #e8f1fb; border: 1px solid #9dbfe6; color: #0d3c61;",
 }
-VISIBLE_BANNERS = 3  # more than this scroll (every banner stays reachable)
+MAX_SHARE = 0.4  # banners may take this share of the window's height; past it they scroll
+ROW_HEIGHT = 24  # buttons in a banner are this tall, so a banner is one compact line
 
 
 def plain_text(html: str) -> str:
@@ -76,6 +77,7 @@ class Banner(QFrame):
         self.progress.setTextVisible(True)
         self.progress.hide()
         self.action_button = QPushButton()
+        self.action_button.setFixedHeight(ROW_HEIGHT)
         self.action_button.hide()
         self.close_button = QToolButton()
         self.close_button.setText("✕")
@@ -191,6 +193,7 @@ class BannerArea(QScrollArea):
         self._layout.setSpacing(3)
         self.setWidget(self._column)
         self.banners: dict[str, Banner] = {}
+        self.room_px: Callable[[], int] = lambda: 4 * 30  # the owner says how much it may take
         self.fit()
 
     def show_banner(self, key: str, severity: Severity, message: str, action_text: str = "",
@@ -231,8 +234,10 @@ class BannerArea(QScrollArea):
         return [b.message for b in self.banners.values()]
 
     def fit(self) -> None:
-        """As tall as its banners, up to VISIBLE_BANNERS; hidden when there are none."""
+        """As tall as all its banners (every current problem visible at once), up to the room
+        the window gives it (then it scrolls, never drops one); hidden when there are none."""
         shown = list(self.banners.values())
         self.setVisible(bool(shown))
-        heights = [b.sizeHint().height() for b in shown[:VISIBLE_BANNERS]]
-        self.setFixedHeight(sum(heights) + 3 * max(0, len(heights) - 1) if heights else 0)
+        needed = sum(b.sizeHint().height() for b in shown) + 3 * max(0, len(shown) - 1)
+        smallest = shown[0].sizeHint().height() if shown else 0
+        self.setFixedHeight(min(needed, max(self.room_px(), smallest)))

@@ -24,6 +24,7 @@ from app.ui.transcript_view import TranscriptView
 from app.ui.waveform import WaveformWidget
 
 WAVES_HEIGHT = 96  # both waveforms fit side by side in this much
+WAVES_MAX_HEIGHT = 170
 
 
 class ConversationPage(QSplitter):
@@ -41,9 +42,11 @@ class ConversationPage(QSplitter):
         row.addWidget(self.mic_wave)
         row.addWidget(self.reply_wave)
         self.waves_section = CollapsibleSection("Microphone and reply", "waveformArea", waves)
+        self.waves_section.setMaximumHeight(WAVES_MAX_HEIGHT)  # the rest goes to the turns
         self.transcript_section = CollapsibleSection("Transcript", "transcriptArea",
                                                      self.transcript)
-        self.latency_section = CollapsibleSection("Latency", "latencyArea", self.latency)
+        self.latency_section = CollapsibleSection("Latency", "latencyArea", self.latency,
+                                                  self.latency.detail_label)
         self.side_by_side = QSplitter(Qt.Orientation.Horizontal)
         self.side_by_side.setChildrenCollapsible(False)
         self.side_by_side.addWidget(self.transcript_section)

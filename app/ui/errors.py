@@ -49,6 +49,7 @@ TITLES = {
 }
 NOT_SET_UP_TITLES = {"model_invalid": "MOSS-Speech is not set up yet",
                      "voice_prompt": "No voice is chosen yet"}
+AUDIO_TITLES = {"error-audio-input": "No microphone", "error-audio-output": "No speaker"}
 BUTTONS = {
     "out_of_memory": "Choose a smaller precision",
     "engine": "Reload the engine",
@@ -106,8 +107,9 @@ def human_message(message: str) -> tuple[str, str]:
 def describe_error(event: ErrorReported) -> tuple[str, str]:
     """(banner text, button text); says when the conversation so far is kept."""
     not_set_up = is_not_set_up(event)
-    title = (NOT_SET_UP_TITLES.get(event.category) if not_set_up else None) or TITLES.get(
-        event.category, event.category.replace("_", " ").capitalize())
+    title = (NOT_SET_UP_TITLES.get(event.category) if not_set_up else None) or AUDIO_TITLES.get(
+        banner_key(event)) or TITLES.get(event.category,
+                                         event.category.replace("_", " ").capitalize())
     message, _details = human_message(event.message)
     text = f"<b>{title}.</b> {message}"
     if event.action:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QCloseEvent, QIcon
+from PySide6.QtGui import QCloseEvent, QIcon, QResizeEvent
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -67,6 +67,7 @@ PortFactory = Callable[[Settings], ConversationPort]
 WAVEFORM_FPS = 30
 DEMO_BADGE = "Echo demo — no model loaded"
 MIN_WIDTH, MIN_HEIGHT = 800, 500  # the smallest window the layout is made for
+MAX_BANNER_SHARE = 0.4  # banners take at most this share of the height, then scroll
 __all__ = ["MODE_TEXT", "STATE_TEXT", "MainWindow", "PortFactory", "engine_label"]
 
 
@@ -161,6 +162,7 @@ class MainWindow(QMainWindow):
         self.controls.mute_changed.connect(self._on_mute_changed)
         self.controls.stop_requested.connect(lambda: self.bridge.submit(StopReply()))
         self._banners = BannerArea()
+        self._banners.room_px = lambda: int(self.height() * MAX_BANNER_SHARE)
         self.page = ConversationPage()
         self.mic_wave, self.reply_wave = self.page.mic_wave, self.page.reply_wave
         self.transcript, self.latency = self.page.transcript, self.page.latency
@@ -413,6 +415,10 @@ class MainWindow(QMainWindow):
 
     def release_port(self, timeout_s: float = 5.0) -> bool:
         return self.voice_loop.release(timeout_s)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.banners.fit()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.frame_timer.stop()

@@ -20,6 +20,7 @@ class CollapsibleSection(QFrame):
         self.setObjectName(name)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.content = content
+        self._unfolded_max = QWIDGETSIZE_MAX
         self.header = QToolButton()
         self.header.setObjectName(f"{name}Toggle")
         self.header.setText(title)
@@ -47,6 +48,11 @@ class CollapsibleSection(QFrame):
     def expanded(self) -> bool:
         return self.header.isChecked()
 
+    def setMaximumHeight(self, height: int) -> None:  # Qt's name
+        """The height it may take when unfolded (folded, it is its title line)."""
+        self._unfolded_max = height
+        super().setMaximumHeight(height if self.expanded else self.minimumSizeHint().height())
+
     def set_expanded(self, expanded: bool) -> None:
         if self.header.isChecked() != expanded:
             self.header.setChecked(expanded)  # comes back here through toggled
@@ -54,5 +60,6 @@ class CollapsibleSection(QFrame):
         self.header.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
         self.content.setVisible(expanded)
         # Folded, the section is only its title line, and a splitter gives the rest away.
-        self.setMaximumHeight(QWIDGETSIZE_MAX if expanded else self.minimumSizeHint().height())
+        super().setMaximumHeight(self._unfolded_max if expanded
+                                 else self.minimumSizeHint().height())
         self.toggled.emit(expanded)

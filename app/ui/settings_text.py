@@ -55,6 +55,8 @@ LABELS = {
     "engine.speculative_pause_ms": "Early-start pause (ms)",
     "streaming.chunk_codes": "Voice chunk size",
     "streaming.first_hop": "First audio",
+    "sampling.max_new_rows": "Longest reply (rows)",
+    "sampling.min_new_rows": "Shortest reply (rows)",
     "vad.threshold": "Speech threshold",
     "vad.min_speech_ms": "Shortest speech (ms)",
     "vad.pre_roll_ms": "Audio kept before speech (ms)",
@@ -86,7 +88,8 @@ HELP = {
     "engine.speculative_pause_ms": "The pause after which the early reply starts.",
     "streaming.chunk_codes": "Smaller chunks start speaking sooner; larger ones join more "
                              "smoothly.",
-    "streaming.first_hop": "Aggressive starts the first sound as early as possible.",
+    "streaming.first_hop": "As early as possible gives the first sound soonest; aligned waits "
+                           "for a whole chunk.",
     "streaming.flow_cache_budget_mib": "GPU memory the voice decoder keeps for an even pace "
                                        "(0 = no limit).",
     "sampling.temperature": "Higher is more varied; 0 always picks the likeliest (greedy).",
@@ -110,7 +113,7 @@ HELP = {
                             "detector).",
     "echo.mode": "Automatic suits speakers; choose Headset when the microphone cannot hear "
                  "the reply.",
-    "audio.input_device": "The level meter below moves when the microphone hears you.",
+    "audio.input_device": "The level meter moves when the microphone hears you.",
     "audio.output_device": "Test tone plays a short beep on it.",
     "audio.playback_start_ms": "Reply audio collected before playing; more guards against "
                                "stutter.",
