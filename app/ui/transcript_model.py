@@ -67,7 +67,7 @@ class TranscriptEntry:
         if not self.text:
             if not self.expect_text:
                 return "not transcribed"
-            return "no transcript" if self.gave_up else "transcribing…"
+            return "no transcript" if self.gave_up or self.final else "transcribing…"
         return "" if self.final else "…"
 
     def plain_text(self) -> str:
@@ -97,7 +97,7 @@ class TranscriptModel:
         now = self.clock()
         changed = []
         for index, entry in enumerate(self.entries):
-            if (entry.expect_text and not entry.text and not entry.gave_up
+            if (entry.expect_text and not entry.text and not entry.final and not entry.gave_up
                     and entry.ended_at_s is not None and now - entry.ended_at_s >= self.wait_s):
                 entry.gave_up = True
                 changed.append(index)
@@ -106,8 +106,8 @@ class TranscriptModel:
     @property
     def waiting(self) -> bool:
         """Some entry still waits for its text."""
-        return any(e.expect_text and not e.text and not e.gave_up and not e.dropped
-                   for e in self.entries)
+        return any(e.expect_text and not e.text and not e.final and not e.gave_up
+                   and not e.dropped for e in self.entries)
 
     def set_transcribing(self, transcribing: bool) -> list[int]:
         """Whether text is expected at all; returns the indexes of entries that changed."""
