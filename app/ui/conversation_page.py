@@ -59,6 +59,8 @@ class ConversationPage(QSplitter):
         self.setSizes([WAVES_HEIGHT + 30, 520])
         for section in (self.transcript_section, self.latency_section):
             section.toggled.connect(self._give_room)
+        self._waves_height = WAVES_HEIGHT + 30
+        self.waves_section.toggled.connect(self._fold_waves)
 
     def connect_bridge(self, bridge: UiBridge) -> None:
         for kind in (UserSpeechStarted, UserTurnEnded, UserTurnDropped, ReplyStarted,
@@ -70,6 +72,16 @@ class ConversationPage(QSplitter):
         if self.waves_section.expanded:
             self.mic_wave.refresh()
             self.reply_wave.refresh()
+
+    def _fold_waves(self, expanded: bool) -> None:
+        """A splitter keeps a pane's size when its content folds: hand the room over."""
+        total = sum(self.sizes())
+        if not expanded:
+            self._waves_height = self.sizes()[0]
+            folded = self.waves_section.folded_height()
+            self.setSizes([folded, total - folded])
+        else:
+            self.setSizes([self._waves_height, max(0, total - self._waves_height)])
 
     def _give_room(self, _expanded: bool) -> None:
         """A folded side panel gives its width to the other one."""

@@ -17,16 +17,11 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from app.settings import Settings
 from app.ui.main_window import MainWindow, PortFactory
+from app.ui.screenshot_states import DEMO_SPEED, demo_port_factory, show_state
 
-DEMO_SPEED = 4.0  # the demo conversation plays 4× faster than real time
+__all__ = ["DEMO_SPEED", "demo_port_factory", "take_screenshot", "wait_until"]
+
 TIMEOUT_MS = 60_000
-
-
-def demo_port_factory(settings: Settings) -> object:
-    """The bundled conversation through the real pipeline (echo engine, simulated devices)."""
-    from app.conversation.demo import demo_conversation
-
-    return demo_conversation(settings, speed=DEMO_SPEED)  # started once the window subscribed
 
 
 def wait_until(condition: object, timeout_ms: int) -> bool:
@@ -89,8 +84,6 @@ def take_screenshot(path: Path, demo: bool = False, port_factory: PortFactory | 
     state = state or ("demo" if demo else None)
     if state is None or port_factory is not None:
         return _save_plain(path, settings, state == "demo", port_factory, app)
-    from app.ui.screenshot_states import show_state
-
     try:
         shown = show_state(state, settings)
     except ValueError as exc:

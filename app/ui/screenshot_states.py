@@ -27,6 +27,7 @@ from app.settings import Settings
 from app.ui.main_window import MainWindow
 from app.ui.settings_text import PAGES
 
+DEMO_SPEED = 4.0  # the demo conversation plays 4× faster than real time
 SETTINGS_PAGES = tuple(page.key for page in PAGES)
 STATES = ("first-run", "demo", "settings", *(f"settings:{p}" for p in SETTINGS_PAGES),
           "model-manager", "errors", "no-audio")
@@ -49,6 +50,13 @@ ERROR_TITLES = ("The model folder cannot be used", "The voice cannot be used",
                 "The GPU ran out of memory", "The reply failed", "No speaker",
                 "Replies will be slow", "Microphone 'USB Mic' was disconnected",
                 "Loading MOSS-Speech")
+
+
+def demo_port_factory(settings: Settings) -> object:
+    """The bundled conversation through the real pipeline (echo engine, simulated devices)."""
+    from app.conversation.demo import demo_conversation
+
+    return demo_conversation(settings, speed=DEMO_SPEED)  # started once the window subscribed
 
 
 @dataclass
@@ -90,7 +98,6 @@ def _first_run(settings: Settings, gpu_query: Callable[[], GpuQuery]) -> Shown:
 
 def _demo(settings: Settings, gpu_query: Callable[[], GpuQuery]) -> Shown:
     from app.conversation.demo import demo_settings
-    from app.ui.screenshot import demo_port_factory
 
     window = _window(demo_settings(Settings().with_value("ui.first_run_done", True)), gpu_query,
                      demo_port_factory)

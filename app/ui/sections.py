@@ -38,7 +38,7 @@ class CollapsibleSection(QFrame):
         top.addStretch(1)
         for widget in corner:
             top.addWidget(widget)
-        layout = QVBoxLayout(self)
+        layout = self.contents_layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 6)
         layout.setSpacing(2)
         layout.addLayout(top)
@@ -51,7 +51,12 @@ class CollapsibleSection(QFrame):
     def setMaximumHeight(self, height: int) -> None:  # Qt's name
         """The height it may take when unfolded (folded, it is its title line)."""
         self._unfolded_max = height
-        super().setMaximumHeight(height if self.expanded else self.minimumSizeHint().height())
+        super().setMaximumHeight(height if self.expanded else self.folded_height())
+
+    def folded_height(self) -> int:
+        """The title line with the frame's margins."""
+        margins = self.contents_layout.contentsMargins()
+        return self.header.sizeHint().height() + margins.top() + margins.bottom() + 2
 
     def set_expanded(self, expanded: bool) -> None:
         if self.header.isChecked() != expanded:
@@ -60,6 +65,5 @@ class CollapsibleSection(QFrame):
         self.header.setArrowType(Qt.ArrowType.DownArrow if expanded else Qt.ArrowType.RightArrow)
         self.content.setVisible(expanded)
         # Folded, the section is only its title line, and a splitter gives the rest away.
-        super().setMaximumHeight(self._unfolded_max if expanded
-                                 else self.minimumSizeHint().height())
+        super().setMaximumHeight(self._unfolded_max if expanded else self.folded_height())
         self.toggled.emit(expanded)

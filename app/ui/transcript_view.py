@@ -70,10 +70,11 @@ class TranscriptView(QWidget):
 
     export_failed = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None,
+                 model: TranscriptModel | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("transcriptView")
-        self.model = TranscriptModel()
+        self.model = model or TranscriptModel()
         self.expiry_timer = QTimer(self)  # "transcribing…" never stays forever
         self.expiry_timer.setInterval(1000)
         self.expiry_timer.timeout.connect(self.expire)
