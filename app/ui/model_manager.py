@@ -42,7 +42,7 @@ from app.ui.bridge import UiBridge
 from app.ui.elided import ElidedPathEdit
 from app.ui.folder_words import folder_details, folder_lines
 from app.ui.preflight_box import PreflightBox
-from app.ui.settings_form import nearest_existing
+from app.ui.settings_form import default_folder, nearest_existing
 from app.ui.voice_step import VoiceStep
 
 OK_STYLE, BAD_STYLE = "color: #2e7d32;", "color: #c0392b;"
@@ -104,7 +104,7 @@ class ModelManagerDialog(QDialog):
                  start_voice_loop: Callable[[], bool] | None = None,
                  voice_step: Callable[..., VoiceStep] = VoiceStep) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Set up MOSS-Speech")
+        self.setWindowTitle("Model manager: set up MOSS-Speech")
         self.resize(880, 720)
         self.settings = settings
         self.bridge = bridge
@@ -242,10 +242,17 @@ class ModelManagerDialog(QDialog):
     def choose_folder(self, kind: FolderKind) -> None:
         row = self.rows[kind]
         chosen = QFileDialog.getExistingDirectory(self, f"Choose the {row.kind} folder",
-                                                  str(nearest_existing(row.path())))
+                                                  str(self.start_folder(kind)))
         if chosen:
             row.set_path(chosen)
             self.verify(kind)
+
+    def start_folder(self, kind: FolderKind) -> Path:
+        """Where the folder picker opens: the chosen folder, else the models folder."""
+        path = self.rows[kind].path()
+        if path.exists():
+            return path
+        return nearest_existing(default_folder("engine.model_dir"))
 
     def verify(self, kind: FolderKind) -> None:
         """Check the folder on a worker thread (reading safetensors headers can take a while)."""

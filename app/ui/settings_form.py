@@ -9,6 +9,7 @@ field names with their units, tooltips from field descriptions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import types
 import typing
@@ -290,14 +291,19 @@ class PathEditor(FieldEditor):
 
 
 def default_folder(key: str) -> Path:
-    """Where a picker for ``key`` starts when nothing is chosen yet."""
+    """Where a picker for ``key`` starts when nothing is chosen yet (made if missing, so the
+    picker opens there and not in the home folder)."""
     from app import paths
 
     if key in ("engine.model_dir", "engine.codec_dir"):
-        return paths.models_dir()
-    if key == "engine.voice_prompt":
-        return paths.voices_dir()
-    return paths.data_dir()
+        folder = paths.models_dir()
+    elif key == "engine.voice_prompt":
+        folder = paths.voices_dir()
+    else:
+        folder = paths.data_dir()
+    with contextlib.suppress(OSError):  # else the picker opens in the nearest existing parent
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def nearest_existing(path: Path) -> Path:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.settings_form import FieldEditor, SettingField
-from app.ui.settings_text import GROUP_TITLES, HIDDEN_FIELDS, PAGES, Page
+from app.ui.settings_text import GROUP_TITLES, HIDDEN_FIELDS, NOT_AVAILABLE, PAGES, Page
 
 ERROR_STYLE = "color: #c0392b;"
 HELP_STYLE = "color: palette(placeholder-text); font-size: 11px;"
@@ -52,7 +52,7 @@ class FieldRow:
         self.label = QLabel(field.label)
         self.label.setToolTip(field.tooltip)
         self.label.setBuddy(editor.widget)
-        self.help = QLabel(field.help)
+        self.help = QLabel(NOT_AVAILABLE.get(field.key, field.help))
         self.help.setObjectName(f"help_{field.group}_{field.name}")
         self.help.setWordWrap(True)
         self.help.setStyleSheet(HELP_STYLE)
@@ -76,6 +76,8 @@ class FieldRow:
             column.addWidget(shown)
         column.addWidget(self.help)
         column.addWidget(self.error)
+        if field.key in NOT_AVAILABLE:  # honest: a setting that does nothing is not offered
+            shown.setEnabled(False)
 
 
 def build_page(page: Page, fields_by_group: dict[str, list[SettingField]],

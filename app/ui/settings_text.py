@@ -40,6 +40,12 @@ GROUP_TITLES = {"engine": "Engine", "streaming": "Streaming", "sampling": "Sampl
                 "ui": "Interface"}
 # Bookkeeping the app sets itself; not a choice a person makes in the panel.
 HIDDEN_FIELDS = frozenset({"ui.first_run_done"})
+# Settings this version does not act on yet: shown disabled, and the help line says so.
+NOT_AVAILABLE = {
+    "transcript.save_recordings": "Not available yet: this version does not save session "
+                                  "recordings.",
+    "transcript.recordings_dir": "Not available yet (see Save recordings).",
+}
 # Set-up, not preferences: "Restore defaults" leaves them as they are.
 KEPT_ON_RESTORE = frozenset({"engine.kind", "engine.model_dir", "engine.codec_dir",
                              "engine.voice_prompt"})

@@ -37,6 +37,7 @@ from app.events import (
     ToneTestFinished,
 )
 from app.ui.bridge import UiBridge
+from app.ui.folder_words import tiny_model_note
 from app.ui.levels import LevelMeter
 from app.ui.settings_form import ChoiceEditor, FieldEditor, PathEditor, SettingField
 from app.ui.voice_recorder import RECORD_MAX_S, RECORD_MIN_S, VoiceRecordDialog
@@ -110,6 +111,10 @@ class PrecisionEditor(ChoiceEditor):
             self.set_item_text(option, f"{option} — about {gib(need.total_bytes)}{mark}")
         self.combo.setToolTip(self.field.tooltip + "\n\nEstimated GPU memory:\n" + "\n".join(
             need.breakdown() for need in needs.values()))
+        tiny = tiny_model_note(self.dims.param_count())
+        if tiny:
+            self.note.setText(tiny)
+            return
         if self.gpu is None:
             return
         if best is None:

@@ -26,10 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from app import voices
-from app.paths import voices_dir
 from app.ui.bridge import UiBridge
 from app.ui.elided import ElidedLabel
-from app.ui.settings_form import nearest_existing
+from app.ui.settings_form import default_folder, nearest_existing
 from app.ui.settings_widgets import voice_prompt_problem
 from app.ui.voice_recorder import VoiceRecordDialog
 
@@ -129,10 +128,15 @@ class VoiceStep(QGroupBox):
         dialog.show()
         return dialog
 
+    def start_folder(self) -> Path:
+        """Where the file picker opens: the current voice's folder, else the voices folder."""
+        if self.voice is not None and self.voice.parent.is_dir():
+            return self.voice.parent
+        return nearest_existing(default_folder("engine.voice_prompt"))
+
     def choose_file(self) -> None:
-        start = self.voice.parent if self.voice else voices_dir()
         chosen, _ = QFileDialog.getOpenFileName(self, "Choose a voice recording",
-                                                str(nearest_existing(start)), AUDIO_FILTER)
+                                                str(self.start_folder()), AUDIO_FILTER)
         if chosen:
             self.set_voice(Path(chosen))
 

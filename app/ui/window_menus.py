@@ -84,7 +84,7 @@ pause. Talk over a reply to interrupt it.</li>
 <tr><td><b>Ctrl+Q</b></td><td>&nbsp;quit</td></tr>
 </table>
 <h3>Set-up</h3>
-<p><b>Settings → Model and voice set-up</b> downloads or checks the model and its codec and
+<p><b>Settings → Model manager</b> downloads or checks the model and its codec and
 lets you record or choose the voice the replies speak in. Every setting applies at once; a
 change to the model, voice, device or precision reloads the engine while the conversation goes
 on. The echo demo (no AI) tries the microphone and speakers without a model.</p>
@@ -148,7 +148,7 @@ class MenuHost:
             self.actions["quit"].setShortcut(QKeySequence("Ctrl+Q"))
         self.actions["settings"] = add_action(window, s, "Settings…", open_settings,
                                               SETTINGS_SHORTCUT)
-        self.actions["model_manager"] = add_action(window, s, "Model and voice set-up…",
+        self.actions["model_manager"] = add_action(window, s, "Model manager (model and voice)…",
                                                    open_model_manager, "Ctrl+Shift+M")
         s.addSeparator()
         self.actions["reload"] = add_action(window, s, "Reload engine", reload_engine,

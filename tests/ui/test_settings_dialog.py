@@ -26,8 +26,8 @@ from app.settings import Settings
 from app.settings_store import load_settings
 from app.ui.bridge import UiBridge
 from app.ui.settings_dialog import SettingsDialog
-from app.ui.settings_form import settings_fields
-from app.ui.settings_widgets import DeviceEditor, PrecisionEditor
+from app.ui.settings_form import PathEditor, settings_fields
+from app.ui.settings_widgets import DeviceEditor, PrecisionEditor, VoicePromptEditor
 from tests.ui.conftest import (
     FakePort,
     done_first_run,
@@ -306,3 +306,21 @@ def test_changes_made_outside_the_dialog_are_not_undone(qtbot: QtBot, port: Fake
     qtbot.mouseClick(dialog.apply_button, Qt.MouseButton.LeftButton)
     sent = port.commands_of(ApplySettings)[-1].settings
     assert sent.turn.mode == "push_to_talk" and sent.sampling.temperature == 0.9
+
+
+def test_pickers_start_where_such_files_live_and_idle_settings_say_so(qtbot: QtBot) -> None:
+    from app import paths
+    from app.ui.voice_step import VoiceStep
+
+    dialog, _ = open_dialog(qtbot)
+    voice = dialog.editors["engine.voice_prompt"]
+    model = dialog.editors["engine.model_dir"]
+    assert isinstance(voice, VoicePromptEditor) and isinstance(model, PathEditor)
+    assert voice.start_folder() == paths.voices_dir()  # not the home or working folder
+    assert model.start_folder() == paths.models_dir()
+    step = VoiceStep(UiBridge(), None)
+    qtbot.addWidget(step)
+    assert step.start_folder() == paths.voices_dir()
+    recordings = dialog.rows["transcript.save_recordings"]
+    assert "Not available yet" in recordings.help.text()  # a setting that does nothing says so
+    assert not dialog.editors["transcript.save_recordings"].widget.isEnabled()
