@@ -63,7 +63,8 @@ NOT_SET_UP_BUTTONS = {"model_invalid": "Set up the model"}
 OCCURRENCES = frozenset({"out_of_memory", "engine", "input", "internal"})
 # Conditions about the engine that a successful load of the wanted engine ends.
 ENGINE_CONDITIONS = ("model_invalid", "engine_unavailable", "voice_prompt")
-_TECHNICAL = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b:?")
+_TECHNICAL = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b:?|"
+                        r"\braised [A-Za-z_.]*(Error|Exception)\b")
 _NOT_SET = ("folder is set", "no voice prompt is set")
 
 
@@ -95,13 +96,16 @@ def is_not_set_up(event: ErrorReported) -> bool:
     return any(marker in message for marker in _NOT_SET)
 
 
-def human_message(message: str) -> tuple[str, str]:
+def human_message(message: str, category: str = "engine") -> tuple[str, str]:
     """(what a person reads, technical details): an exception's class name and text are
-    details, not the message."""
-    if _TECHNICAL.match(message.strip()):
+    details, not the message. A known kind of failure (out of memory) keeps its own words
+    without the class name."""
+    if not _TECHNICAL.search(message.strip()):
+        return message, ""
+    if category in ("engine", "internal"):
         return ("Something unexpected went wrong inside the engine. Details are in the log "
                 "(Help → Open log folder).", message)
-    return message, ""
+    return re.sub(r"^[A-Za-z_.]*(Error|Exception)\b:?\s*", "", message.strip()), message
 
 
 def describe_error(event: ErrorReported) -> tuple[str, str]:
@@ -110,7 +114,7 @@ def describe_error(event: ErrorReported) -> tuple[str, str]:
     title = (NOT_SET_UP_TITLES.get(event.category) if not_set_up else None) or AUDIO_TITLES.get(
         banner_key(event)) or TITLES.get(event.category,
                                          event.category.replace("_", " ").capitalize())
-    message, _details = human_message(event.message)
+    message, _details = human_message(event.message, event.category)
     text = f"<b>{title}.</b> {message}"
     if event.action:
         text += f" <i>{event.action}</i>"
@@ -183,7 +187,7 @@ class StatusPresenter:
         if event.category == "device_check":
             return  # the settings panel asked, and shows the answer where it asked
         text, button = describe_error(event)
-        _message, details = human_message(event.message)
+        _message, details = human_message(event.message, event.category)
         self.window.banners.show_banner(banner_key(event), "error", text, button,
                                         self.action_for(event.category, is_not_set_up(event)),
                                         counted=event.category in OCCURRENCES,

@@ -358,9 +358,7 @@ class MainWindow(QMainWindow):
 
     def _on_talk_pressed(self) -> None:
         if self.listening.loop == "running" and not self.listening.has_microphone:
-            self.statusBar().showMessage("No microphone is open, so nothing can be heard: "
-                                         "connect one or choose one in Settings → Audio "
-                                         "devices.", 8_000)
+            self._say_no_microphone()
             return
         self.controls.talk_button.setDown(True)
         self.bridge.submit(PressToTalk())
@@ -370,9 +368,16 @@ class MainWindow(QMainWindow):
         self.bridge.submit(ReleaseToTalk())
 
     def _hold_key_not_needed(self) -> None:
+        if self.listening.loop == "running" and not self.listening.has_microphone:
+            self._say_no_microphone()
+            return
         key = self._settings.turn.hold_to_talk_key
-        self.statusBar().showMessage(f"Always listening: just talk. ({key} talks in "
-                                     "push-to-talk mode; Enter presses a button.)", 6_000)
+        self.statusBar().showMessage(f"Always listening: just talk ({key} is for push-to-talk; "
+                                     "Enter presses a button).", 6_000)
+
+    def _say_no_microphone(self) -> None:
+        self.statusBar().showMessage("No microphone is open, so nothing can be heard: connect "
+                                     "one or choose one in Settings → Audio devices.", 8_000)
 
     # ---- dialogs -------------------------------------------------------------------------------
 

@@ -75,7 +75,6 @@ class PrecisionEditor(ChoiceEditor):
         self.flow_cache_bytes: int | None = None  # None: the default settings'
         self.gpu: GpuQuery | None = None
         self.note = QLabel("Checking the GPU…")
-        self.note.setWordWrap(True)
         self.note.setObjectName("precisionNote")
         container = QWidget()
         container.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
@@ -112,14 +111,15 @@ class PrecisionEditor(ChoiceEditor):
         self.combo.setToolTip(self.field.tooltip + "\n\nEstimated GPU memory:\n" + "\n".join(
             need.breakdown() for need in needs.values()))
         tiny = tiny_model_note(self.dims.param_count())
-        if tiny:
-            self.note.setText(tiny)
+        if tiny:  # one short line (a wrapped one is squeezed in the form); the rest on hover
+            self.note.setText("A tiny test model: the figures are mostly working memory.")
+            self.note.setToolTip(tiny)
             return
         if self.gpu is None:
             return
         if best is None:
-            self.note.setText(f"No GPU found ({self.gpu.note}); the model would run on the CPU "
-                              "(slow).")
+            self.note.setText("No NVIDIA GPU found: the model would run on the CPU (slow).")
+            self.note.setToolTip(self.gpu.note)
             return
         advice = recommend(best.free_bytes, self.context_rows, self.dims,
                            self.flow_cache_bytes)

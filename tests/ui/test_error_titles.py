@@ -31,6 +31,11 @@ def test_exception_names_are_details_not_the_message() -> None:
     text, button = describe_error(ErrorReported("engine", "RuntimeError: CUBLAS failed"))
     assert "RuntimeError" not in text and "went wrong inside the engine" in text
     assert "conversation so far is kept" in text and button == "Reload the engine"
+    text, _ = describe_error(ErrorReported("engine", "The engine raised RuntimeError."))
+    assert "RuntimeError" not in text and "went wrong inside the engine" in text
+    text, _ = describe_error(ErrorReported("out_of_memory", "OutOfMemoryError: CUDA out of "
+                                           "memory. Tried to allocate 2.00 GiB"))
+    assert "<b>The GPU ran out of memory.</b> CUDA out of memory" in text
 
 
 def test_each_audio_cause_has_its_own_banner() -> None:
