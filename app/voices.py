@@ -109,6 +109,28 @@ def download_voice(voice: ExampleVoice, on_progress: Callable[[VoiceDownloadProg
     url = voice_url(voice, base_url)
     if not url.startswith(("https://", "http://")):
         raise VoiceDownloadError(f"{VOICES_URL_ENV} must be an http(s) address, not {url}.")
+    try:
+        done, digest = _fetch(url, part, voice, on_progress, cancel)
+    except VoiceDownloadError:
+        part.unlink(missing_ok=True)
+        raise
+    if done != voice.size_bytes or digest != voice.sha256:
+        part.unlink(missing_ok=True)
+        log.warning("example voice %s: got %d bytes with sha256 %s, expected %d and %s",
+                    voice.key, done, digest, voice.size_bytes, voice.sha256)
+        raise VoiceDownloadError("The downloaded voice is not the published file (its checksum "
+                                 "differs), so it was not kept. Try again later, or choose a "
+                                 "file or record your own voice.")
+    part.replace(target)
+    log.info("example voice %s saved to %s", voice.key, target)
+    return target
+
+
+def _fetch(url: str, part: Path, voice: ExampleVoice,
+           on_progress: Callable[[VoiceDownloadProgress], None],
+           cancel: threading.Event) -> tuple[int, str]:
+    """Stream ``url`` into ``part``: (bytes written, their SHA-256). Raises VoiceDownloadError
+    (cancelled, not found, unreachable, disk) with what to do."""
     digest = hashlib.sha256()
     done = 0
     try:
@@ -121,29 +143,14 @@ def download_voice(voice: ExampleVoice, on_progress: Callable[[VoiceDownloadProg
                 digest.update(chunk)
                 done += len(chunk)
                 on_progress(VoiceDownloadProgress(voice.key, done, voice.size_bytes))
-    except VoiceDownloadCancelledError:
-        part.unlink(missing_ok=True)
-        raise
     except urllib.error.HTTPError as exc:
-        part.unlink(missing_ok=True)
         raise VoiceDownloadError(f"The example voice is not at {url} (HTTP {exc.code}). Choose "
                                  "a file or record your own voice instead.") from exc
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        part.unlink(missing_ok=True)
         reason = getattr(exc, "reason", exc)
         raise VoiceDownloadError(f"Cannot reach {url.split('/')[2]} ({reason}). Check the "
                                  "internet connection and try again, or choose a file or "
                                  "record your own voice.") from exc
     except OSError as exc:
-        part.unlink(missing_ok=True)
-        raise VoiceDownloadError(f"Could not save the voice in {target.parent}: {exc}.") from exc
-    if done != voice.size_bytes or digest.hexdigest() != voice.sha256:
-        part.unlink(missing_ok=True)
-        log.warning("example voice %s: got %d bytes with sha256 %s, expected %d and %s",
-                    voice.key, done, digest.hexdigest(), voice.size_bytes, voice.sha256)
-        raise VoiceDownloadError("The downloaded voice is not the published file (its checksum "
-                                 "differs), so it was not kept. Try again later, or choose a "
-                                 "file or record your own voice.")
-    part.replace(target)
-    log.info("example voice %s saved to %s", voice.key, target)
-    return target
+        raise VoiceDownloadError(f"Could not save the voice in {part.parent}: {exc}.") from exc
+    return done, digest.hexdigest()

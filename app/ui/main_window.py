@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QCloseEvent, QIcon, QResizeEvent
@@ -62,32 +61,14 @@ from app.ui.listening import Listening, describe
 from app.ui.style import apply_app_style
 from app.ui.voice_loop import VoiceLoopHost
 from app.ui.window_menus import MenuHost
+from app.ui.window_text import DEMO_BADGE, DEMO_BADGE_STYLE, engine_label, needs_first_run
 
 PortFactory = Callable[[Settings], ConversationPort]
 WAVEFORM_FPS = 30
-DEMO_BADGE = "Echo demo — no model loaded"
 MIN_WIDTH, MIN_HEIGHT = 800, 500  # the smallest window the layout is made for
 MAX_BANNER_SHARE = 0.4  # banners take at most this share of the height, then scroll
-__all__ = ["MODE_TEXT", "STATE_TEXT", "MainWindow", "PortFactory", "engine_label"]
-
-
-def engine_label(settings: Settings, info: EngineInfo | None) -> str:
-    if info is not None:
-        if info.is_demo:
-            return f"Engine: {info.name} (no model loaded)"
-        precision = f" · {info.precision}" if info.precision else ""
-        return f"Engine: {info.name}{precision}"
-    if settings.engine.kind == "echo":
-        return "Engine: Echo demo (no model loaded)"
-    return "Engine: MOSS-Speech (not loaded yet)"
-
-
-def needs_first_run(settings: Settings) -> bool:
-    """No model set up and the first-run screen not yet answered."""
-    engine = settings.engine
-    model_set = bool(engine.model_dir and engine.codec_dir and Path(engine.model_dir).is_dir()
-                     and Path(engine.codec_dir).is_dir())
-    return not settings.ui.first_run_done and not (engine.kind == "moss_speech" and model_set)
+__all__ = ["MODE_TEXT", "STATE_TEXT", "MainWindow", "PortFactory", "engine_label",
+           "needs_first_run"]
 
 
 class MainWindow(QMainWindow):
@@ -152,9 +133,7 @@ class MainWindow(QMainWindow):
         self.state_label = StateIndicator()
         self.demo_badge = QLabel(DEMO_BADGE)
         self.demo_badge.setObjectName("demoBadge")
-        self.demo_badge.setStyleSheet("QLabel#demoBadge { background: #fff3bf; color: #5c4400; "
-                                      "border: 1px solid #e0c060; border-radius: 4px; "
-                                      "padding: 2px 8px; font-weight: 600; }")
+        self.demo_badge.setStyleSheet(DEMO_BADGE_STYLE)
         self.controls = TalkControls()
         self.controls.mode_changed.connect(self._on_mode_changed)
         self.controls.talk_pressed.connect(self._on_talk_pressed)

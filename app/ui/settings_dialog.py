@@ -111,19 +111,7 @@ class SettingsDialog(QDialog):
         self.status = QLabel()
         self.status.setObjectName("settingsStatus")
         self.status.setWordWrap(True)
-        self.buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-            | QDialogButtonBox.StandardButton.Apply
-            | QDialogButtonBox.StandardButton.RestoreDefaults)
-        self.apply_button = self.buttons.button(QDialogButtonBox.StandardButton.Apply)
-        self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.cancel_button = self.buttons.button(QDialogButtonBox.StandardButton.Cancel)
-        self.restore_button = self.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
-        self.restore_button.setText("Restore page defaults")
-        self.restore_button.setToolTip("Set this page's settings back to their defaults (the "
-                                       "model folders and the voice stay). Nothing changes "
-                                       "until you press Apply or OK.")
-        self.buttons.clicked.connect(self._on_button)
+        self._build_buttons()
         body = QHBoxLayout()
         body.addWidget(self.group_list)
         body.addWidget(self.pages, 1)
@@ -152,6 +140,21 @@ class SettingsDialog(QDialog):
         if field.key == "engine.system_prompt":
             return TextEditor(field, optional=False, multiline=True)
         return editor_for(field)
+
+    def _build_buttons(self) -> None:
+        """OK, Cancel, Apply and Restore page defaults, placed as the platform expects."""
+        standard = QDialogButtonBox.StandardButton
+        self.buttons = QDialogButtonBox(standard.Ok | standard.Cancel | standard.Apply
+                                        | standard.RestoreDefaults)
+        self.apply_button = self.buttons.button(standard.Apply)
+        self.ok_button = self.buttons.button(standard.Ok)
+        self.cancel_button = self.buttons.button(standard.Cancel)
+        self.restore_button = self.buttons.button(standard.RestoreDefaults)
+        self.restore_button.setText("Restore page defaults")
+        self.restore_button.setToolTip("Set this page's settings back to their defaults (the "
+                                       "model folders and the voice stay). Nothing changes "
+                                       "until you press Apply or OK.")
+        self.buttons.clicked.connect(self._on_button)
 
     def _on_button(self, button: QAbstractButton) -> None:
         role = self.buttons.buttonRole(button)
