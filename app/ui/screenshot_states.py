@@ -116,7 +116,9 @@ def _settings(page: str, settings: Settings, gpu_query: Callable[[], GpuQuery]) 
     dialog = window.settings_dialog
     assert dialog is not None
     title = next(p.title for p in PAGES if p.key == page)
-    return Shown(dialog, (title, "Restore page defaults", "Apply", "Cancel"), window)
+    precision = getattr(dialog, "editors", {}).get("engine.precision")
+    return Shown(dialog, (title, "Restore page defaults", "Apply", "Cancel"), window,
+                 ready=lambda: getattr(precision, "gpu", True) is not None)  # GPU answered
 
 
 def _model_manager(settings: Settings, gpu_query: Callable[[], GpuQuery]) -> Shown:
