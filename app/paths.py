@@ -47,6 +47,11 @@ def models_dir() -> Path:
     return data_dir() / "models"
 
 
+def voices_dir() -> Path:
+    """Voice prompts: recordings made in the app and downloaded example voices."""
+    return data_dir() / "voices"
+
+
 def cache_dir() -> Path:
     """Caches that can be deleted at any time (voice conditioning, compiled kernels)."""
     home = _home_override()

@@ -241,11 +241,22 @@ class UiSettings(_Group):
     first_run_done: bool = Field(False, description="The first-run screen was completed.")
 
 
-# Settings the engine is built from: changing one of them rebuilds (reloads) the engine. Every
-# other change reaches the running engine through ``Engine.apply_settings`` (sampling, system
-# prompt, output modality, context bound, streaming chunk and first hop, voice prompt).
+# Settings the engine is built from: changing one of them rebuilds (reloads) the engine on its
+# worker while the current one keeps answering. Every other change reaches the running engine
+# through ``Engine.apply_settings`` (sampling, system prompt, output modality, context bound,
+# streaming chunk and first hop).
 ENGINE_BUILD_KEYS = frozenset({"engine.kind", "engine.model_dir", "engine.codec_dir",
-                               "engine.device", "engine.precision", "engine.remote_url"})
+                               "engine.device", "engine.precision", "engine.voice_prompt",
+                               "engine.remote_url"})
+# Build inputs an engine that is already running the wanted model takes in place
+# (``Engine.apply_settings``; a voice is seconds to prepare, a model reload much longer).
+IN_PLACE_BUILD_KEYS = frozenset({"engine.voice_prompt"})
+# Settings that decide whether a build can succeed at all (the voice is needed only for spoken
+# replies; the context bound and flow-cache budget count in the memory check): while the wanted
+# engine is not running because its build failed, changing one of them tries again.
+BUILD_OUTCOME_KEYS = ENGINE_BUILD_KEYS | {"engine.output_modality", "engine.context_max_rows",
+                                          "streaming.flow_cache_budget_mib",
+                                          "sampling.max_new_rows"}
 
 
 class Settings(_Group):
@@ -288,5 +299,15 @@ def changed_keys(old: Settings, new: Settings) -> list[str]:
             for k in b[g] if a.get(g, {}).get(k) != b[g][k]]
 
 
-def needs_engine_rebuild(old: Settings, new: Settings) -> bool:
-    return any(key in ENGINE_BUILD_KEYS for key in changed_keys(old, new))
+def rebuild_keys(old: Settings, new: Settings, engine_running: bool = True) -> list[str]:
+    """The changed keys that make going from ``old`` to ``new`` rebuild the engine.
+
+    ``engine_running``: the engine ``old`` names is the one answering (False while the echo demo
+    stands in for a model that could not be loaded: then any change that can decide the build's
+    outcome tries again, so choosing the missing voice loads the model at once)."""
+    wanted = BUILD_OUTCOME_KEYS if not engine_running else ENGINE_BUILD_KEYS - IN_PLACE_BUILD_KEYS
+    return [key for key in changed_keys(old, new) if key in wanted]
+
+
+def needs_engine_rebuild(old: Settings, new: Settings, engine_running: bool = True) -> bool:
+    return bool(rebuild_keys(old, new, engine_running))

@@ -5,6 +5,7 @@ GET  /api/models/{repo}[/revision/{rev}][?blobs=true]  repo info: commit sha, si
 GET  /api/models/{repo}/tree/{rev}[/...]               recursive file listing (with lfs.oid)
 HEAD /{repo}/resolve/{rev}/{file}                      metadata (ETag, X-Repo-Commit, size)
 GET  /{repo}/resolve/{rev}/{file}                      the bytes (Range honoured: 206)
+GET  /{any path in files}                              plain files
 
 Each repository holds revisions (commit sha → files); ``main`` points at one of them. Files
 named like weights are stored "in LFS" (their ETag and metadata carry the SHA-256), the rest by
@@ -12,7 +13,8 @@ git blob id, as on the real Hub. Every request's method, path and headers are re
 
 Serves on 127.0.0.1 only. ``drop_next_gets`` cuts file bodies mid-way (retries), ``hold`` keeps
 named files' bodies waiting for ``gate``, ``corrupt_next`` serves one flipped byte, ``drop_next``
-cuts a named file's body half-way.
+cuts a named file's body half-way. ``files`` are plain files served at their own path (e.g.
+raw.githubusercontent.com's layout, for the example voices).
 """
 
 from __future__ import annotations
@@ -111,7 +113,9 @@ class FakeHub:
     """``with FakeHub({repo: files}) as hub:`` then pass ``endpoint=hub.url`` (or set
     HF_ENDPOINT). Each repository's files are its pinned revision, which ``main`` points at."""
 
-    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
+    def __init__(self, repos: dict[str, dict[str, bytes]],
+                 files: dict[str, bytes] | None = None) -> None:
+        self.files = files or {}  # served as they are at their path (e.g. example voices)
         self.revisions: dict[str, dict[str, dict[str, bytes]]] = {
             repo: {pinned_revision(repo): files} for repo, files in repos.items()}
         self.main = {repo: pinned_revision(repo) for repo in repos}
@@ -215,7 +219,9 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             path = unquote(url.path)
             headers = {k.lower(): v for k, v in self.headers.items()}
             hub.log.append(Request("HEAD" if head else "GET", path, url.query, headers))
-            if path.startswith("/api/models/"):
+            if path in hub.files:
+                self._plain(hub.files[path], head)
+            elif path.startswith("/api/models/"):
                 self._api(path[len("/api/models/"):], parse_qs(url.query))
             elif "/resolve/" in path:
                 self._resolve(path.lstrip("/"), head)
@@ -306,6 +312,14 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 hub.get_started.set()
                 hub.gate.wait(30)
             self.wfile.write(body)
+
+        def _plain(self, data: bytes, head: bool) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(data)
 
         def _json(self, status: int, payload: object,
                   headers: dict[str, str] | None = None) -> None:

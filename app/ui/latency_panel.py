@@ -1,5 +1,8 @@
 """Latency panel: the last turn's response latency with a stage bar, barge-in stop latency,
-a per-turn history table, and CSV/JSON export of every kept record."""
+a per-turn history table, and CSV/JSON export of every kept record.
+
+Only the stages the running engine reports are shown (the echo demo has no encode or prefill),
+and every time is in milliseconds."""
 
 from __future__ import annotations
 
@@ -52,23 +55,17 @@ STAGE_COLORS = {"endpoint_wait": "#8e9aaf", "encode": "#4c9be8", "prefill": "#8e
                 "upload": "#4c9be8", "server_first_byte": "#8e6fd8", "first_audio": "#d9634c",
                 "busy_wait": "#b0a060"}
 OTHER_COLOR = "#c8c8c8"
+DEFINITION = ("Response latency = first audible reply sample − end of your speech, measured at "
+              "the devices (microphone capture time and speaker output time).")
 
 
-def bar_order(stages: Iterable[str]) -> list[str]:
-    """Pipeline order: the local engine's stages, the remote one's, any other, then the
-    output buffer (the last stage of every turn)."""
-    names = set(stages)
-    known = [s for s in (*STAGES[:-1], *REMOTE_STAGES) if s in names]
-    others = sorted(names - set(STAGES) - set(REMOTE_STAGES))
-    return known + others + (["output_buffer"] if "output_buffer" in names else [])
-
-
-def legend_stages(stages_ms: dict[str, float]) -> list[str]:
-    """The local engine's stages, or the remote one's when the turn has them."""
-    if not any(s in stages_ms for s in REMOTE_STAGES):
-        return list(STAGES)
-    remote = [s for s in REMOTE_STAGES if s != "busy_wait" or s in stages_ms]
-    return bar_order(["endpoint_wait", *remote, "output_buffer"])
+def ordered_stages(names: Iterable[str]) -> list[str]:
+    """Pipeline order: the local engine's stages, the remote one's, any other (by name), then
+    the output buffer (the last stage of every turn)."""
+    present = set(names)
+    known = [s for s in (*STAGES[:-1], *REMOTE_STAGES) if s in present]
+    others = sorted(present - set(STAGES) - set(REMOTE_STAGES))
+    return known + others + (["output_buffer"] if "output_buffer" in present else [])
 
 
 def stage_title(stage: str) -> str:
@@ -149,7 +146,7 @@ class StageBar(QWidget):
 
     def segments(self) -> list[tuple[str, float]]:
         """(stage, ms) in pipeline order; time not covered by a stage is shown as 'other'."""
-        parts = [(s, max(0.0, float(self.stages_ms[s]))) for s in bar_order(self.stages_ms)]
+        parts = [(s, max(0.0, float(self.stages_ms[s]))) for s in ordered_stages(self.stages_ms)]
         covered = sum(ms for _, ms in parts)
         if self.total_ms is not None and self.total_ms > covered + 0.5:
             parts.append(("other", self.total_ms - covered))
@@ -180,18 +177,31 @@ class StageBar(QWidget):
 
 
 class HistoryModel(QAbstractTableModel):
-    """Per-turn history: newest first."""
+    """Per-turn history, newest first; a column for each stage some turn reported."""
 
     def __init__(self) -> None:
         super().__init__()
         self.records: deque[TurnRecord] = deque(maxlen=MAX_KEPT_RECORDS)
-        self.columns = ["Turn", "Response", *[STAGE_SHORT.get(s, s) for s in STAGES],
-                        "Heard\n(s)", "Barge-in\nstop"]
-        self.tooltips = ["Turn number", "Response latency (ms)",
-                         *[f"{stage_title(s)} (ms)" for s in STAGES],
-                         "Seconds of the reply that were heard", "Barge-in stop latency (ms)"]
+        self.stages: list[str] = []
+        self._set_columns()
+
+    def _set_columns(self) -> None:
+        self.columns = ["Turn", "Response", *[STAGE_SHORT.get(s, stage_title(s))
+                                              for s in self.stages],
+                        "Heard", "Barge-in\nstop"]
+        self.tooltips = ["Turn number", "Response latency (ms): first audible reply sample − "
+                         "end of your speech",
+                         *[f"{stage_title(s)} (ms)" for s in self.stages],
+                         "How much of the reply was heard (ms)",
+                         "Barge-in stop latency (ms): your speech onset → reply silent"]
 
     def add(self, record: TurnRecord) -> None:
+        new_stages = set(record.stages_ms) - set(self.stages)
+        if new_stages:  # a stage no turn had before: one more column
+            self.beginResetModel()
+            self.stages = ordered_stages(set(self.stages) | new_stages)
+            self._set_columns()
+            self.endResetModel()
         if len(self.records) == self.records.maxlen:  # the oldest (last row) leaves
             last = len(self.records) - 1
             self.beginRemoveRows(QModelIndex(), last, last)
@@ -223,10 +233,10 @@ class HistoryModel(QAbstractTableModel):
             return str(record.turn_id)
         if column == 1:
             return _ms(record.response_latency_ms)
-        if column < 2 + len(STAGES):
-            return _ms(record.stages_ms.get(STAGES[column - 2]))
-        if column == 2 + len(STAGES):
-            return f"{record.heard_ms / 1000:.1f}"
+        if column < 2 + len(self.stages):
+            return _ms(record.stages_ms.get(self.stages[column - 2]))
+        if column == 2 + len(self.stages):
+            return _ms(record.heard_ms)
         return _ms(record.barge_in.stop_latency_ms) if record.barge_in else ""
 
     def data(self, index: QModelIndex | QPersistentModelIndex,
@@ -249,27 +259,36 @@ class LatencyPanel(QWidget):
         super().__init__(parent)
         self.response_label = QLabel("No turns yet.")
         self.response_label.setObjectName("responseLatency")
-        self.response_label.setStyleSheet("font-size: 16px; font-weight: 600;")
-        self.detail_label = QLabel("Response latency = first audible reply sample − end of "
-                                   "your speech, measured at the devices. Table times in ms.")
-        self.detail_label.setWordWrap(True)
+        self.response_label.setStyleSheet("font-size: 15px; font-weight: 600;")
+        self.response_label.setToolTip(DEFINITION)
+        self.detail_label = QLabel("all times in ms")  # shown on the section's title line
+        self.detail_label.setToolTip(DEFINITION)
         self.detail_label.setStyleSheet("color: gray;")
         self.barge_in_label = QLabel("Barge-in stop: –")
         self.barge_in_label.setToolTip("Talking over a reply: your speech onset → reply silent")
         self.stage_bar = StageBar()
-        self.legend = self._build_legend()
+        self.legend = QWidget()
+        self.legend_grid = QGridLayout(self.legend)
+        self.legend_grid.setContentsMargins(0, 0, 0, 0)
+        self.legend_grid.setHorizontalSpacing(12)
+        self.legend_grid.setVerticalSpacing(0)
+        self.legend_labels: dict[str, QLabel] = {}
         self.history = HistoryModel()
         self.table = QTableView()
+        self.table.setObjectName("latencyTable")
         self.table.setModel(self.history)
         self.table.verticalHeader().hide()
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         header.setMinimumSectionSize(36)
-        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.verticalHeader().setDefaultSectionSize(20)
         self.table.setAlternatingRowColors(True)
-        self.csv_button = QPushButton("Export CSV…")
-        self.json_button = QPushButton("Export JSON…")
+        self.table.setMinimumHeight(90)  # a header and three rows, even in a small window
+        self.csv_button = QPushButton("CSV…")
+        self.csv_button.setToolTip("Export every measured turn as CSV")
+        self.json_button = QPushButton("JSON…")
+        self.json_button.setToolTip("Export every measured turn as JSON")
         self.csv_button.clicked.connect(lambda: self._ask_export(".csv"))
         self.json_button.clicked.connect(lambda: self._ask_export(".json"))
         buttons = QHBoxLayout()
@@ -278,38 +297,24 @@ class LatencyPanel(QWidget):
         buttons.addWidget(self.json_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
         layout.addWidget(self.response_label)
         layout.addWidget(self.stage_bar)
         layout.addWidget(self.legend)
-        layout.addWidget(self.detail_label)
         layout.addLayout(buttons)
         layout.addWidget(self.table, 1)
 
-    def _build_legend(self) -> QWidget:
-        legend = QWidget()
-        self.legend_grid = QGridLayout(legend)
-        self.legend_grid.setContentsMargins(0, 0, 0, 0)
-        self.legend_grid.setHorizontalSpacing(12)
-        self.legend_grid.setVerticalSpacing(0)
-        self.legend_labels: dict[str, QLabel] = {}
-        for stage in (*STAGES, *REMOTE_STAGES):
-            self.legend_labels[stage] = QLabel()
-            self._set_legend(stage, None)
-        self._place_legend(list(STAGES))
-        return legend
-
-    def _place_legend(self, stages: list[str]) -> None:
-        """Show the legend entries of ``stages`` (the engine's), three to a row."""
+    def _show_legend(self, stages_ms: dict[str, float]) -> None:
+        """One entry per stage this turn reported, in pipeline order."""
         for label in self.legend_labels.values():
             self.legend_grid.removeWidget(label)
-            label.hide()
-        for i, stage in enumerate(stages):
-            self.legend_grid.addWidget(self.legend_labels[stage], i // 3, i % 3)
-            self.legend_labels[stage].show()
-
-    def _set_legend(self, stage: str, ms: float | None) -> None:
-        swatch = f"<span style='color:{STAGE_COLORS[stage]}'>■</span>"
-        self.legend_labels[stage].setText(f"{swatch} {stage_title(stage)} {_ms(ms)} ms")
+            label.deleteLater()
+        self.legend_labels = {}
+        for i, stage in enumerate(ordered_stages(list(stages_ms))):
+            swatch = f"<span style='color:{STAGE_COLORS.get(stage, OTHER_COLOR)}'>■</span>"
+            label = QLabel(f"{swatch} {stage_title(stage)} {_ms(stages_ms[stage])} ms")
+            self.legend_labels[stage] = label
+            self.legend_grid.addWidget(label, i // 3, i % 3)
 
     @property
     def records(self) -> list[TurnRecord]:
@@ -323,13 +328,10 @@ class LatencyPanel(QWidget):
         else:
             self.response_label.setText(f"Turn {record.turn_id}: no reply was heard")
         self.stage_bar.set_stages(record.stages_ms, record.response_latency_ms)
-        self._place_legend(legend_stages(record.stages_ms))
-        for stage in self.legend_labels:
-            self._set_legend(stage, record.stages_ms.get(stage))
+        self._show_legend(record.stages_ms)
         if record.barge_in is not None:
             self.barge_in_label.setText(f"Barge-in stop: {record.barge_in.stop_latency_ms:.0f} ms"
                                         f"  (turn {record.turn_id})")
-
     def export(self, path: Path) -> Path:
         """CSV or JSON by suffix."""
         path = Path(path)

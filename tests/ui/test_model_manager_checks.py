@@ -36,7 +36,7 @@ def test_a_broken_codec_is_not_shown_as_verified(qtbot: QtBot, tmp_path: Path, d
     codec = write_codec(tmp_path / "codec")
     damage(codec)
     dialog = open_manager(qtbot)
-    dialog.rows["codec"].path_edit.setText(str(codec))
+    dialog.rows["codec"].set_path(codec)
     dialog.verify("codec")
     qtbot.waitUntil(lambda: dialog.row_status("codec")[:1] in ("✓", "✗"), timeout=60_000)
     status = dialog.row_status("codec")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from app.engine import build_progress
 from app.engine.factory import EngineUnavailableError
 from app.engine.folders import FolderError, verify_codec_folder
 from app.engine.moss_speech import device as dev
@@ -63,13 +64,16 @@ def voice_unavailable(message: str) -> EngineUnavailableError:
 def build_engine(settings: Settings) -> MossSpeechEngine:
     """Load and warm up the engine the settings describe (on the engine worker thread)."""
     parts = load_parts(settings)
+    build_progress.report(0.85, "preparing the conversation")
     engine = MossSpeechEngine(parts, settings)
+    build_progress.report(0.9, "warming up")
     warm_up(engine)
     return engine
 
 
 def load_parts(settings: Settings) -> EngineParts:
     e = settings.engine
+    build_progress.report(0.02, "checking the folders and the voice")
     model_dir, codec_dir = _folders(settings)
     if e.output_modality == "audio" and e.voice_prompt is None:
         raise voice_unavailable("no voice prompt is set: MOSS-Speech speaks in the voice of a "
@@ -123,12 +127,15 @@ def _folders(settings: Settings) -> tuple[Path, Path]:
 def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path, codec_dir: Path,
           checked: Checkpoint) -> EngineParts:
     e = settings.engine
+    build_progress.report(0.1, "reading the model weights")
     model = load_model(model_dir, choice.device, e.precision, checked=checked)
     tokenizer = load_tokenizer(model_dir, model.config)
+    build_progress.report(0.6, "loading the codec")
     codec = load_codec(codec_dir, choice.device, torch.float32, verified=True,
                        streaming_chunks=(settings.streaming.chunk_codes,))
     voice = None
     if e.voice_prompt is not None:
+        build_progress.report(0.75, "preparing the voice")
         try:
             voice = codec.voice(e.voice_prompt)
         except VoiceFileError as exc:
