@@ -10,6 +10,7 @@ console stays quiet) before PortAudio is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -49,15 +50,13 @@ def format_message(fmt: str, first_arg: int | None) -> str:
 
 def _handle(file: bytes | None, line: int, function: bytes | None, err: int,
             fmt: bytes | None, first_arg: int | None) -> None:
-    try:
+    with contextlib.suppress(Exception):  # a C callback must never raise
         readable = platform.machine().lower() in _FIRST_ARG_MACHINES
         message = format_message((fmt or b"").decode("utf-8", "replace"),
                                  first_arg if readable else None)
         where = f"{(file or b'?').decode()}:{line}:({(function or b'?').decode()})"
         suffix = f" (error {err})" if err else ""
         log.debug("ALSA lib %s %s%s", where, message, suffix)
-    except Exception:  # a C callback must never raise
-        pass
 
 
 def route_alsa_messages() -> bool:
