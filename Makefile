@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 # CPU machines pin the local CPU wheel: an unpinned torch pulls several GB of CUDA packages.
 # GPU users: see README ("GPU installation"), e.g. make setup TORCH="torch --index-url URL".
 TORCH ?= torch==2.13.0
+# Debian's libportaudio2: yes = install it, no = never; empty = install as root on CI or without
+# a terminal, ask at a terminal, else only say how (scripts/ensure-portaudio.sh).
+INSTALL_PORTAUDIO ?=
 STAMP := $(VENV)/.moss-voice-installed
 
 .PHONY: setup run test test-under-load lint package clean
@@ -16,7 +19,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@sh scripts/ensure-portaudio.sh
+	@INSTALL_PORTAUDIO="$(INSTALL_PORTAUDIO)" sh scripts/ensure-portaudio.sh
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e ".[dev,package]"
