@@ -41,6 +41,11 @@ test-under-load: setup
 package: setup
 	$(PY) packaging/build.py
 
+# GitHub Actions workflows checked by actionlint (from the dev extras; shellcheck on PATH checks
+# the run: scripts too). tests/test_workflows.py runs the same in make test.
+actionlint: setup
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+
 # The Windows installer (packaging/windows/installer.iss) compiled with Inno Setup's compiler
 # (npm package innosetup, installed into build/innosetup) under wine, with a stand-in payload;
 # then installed, checked, uninstalled and fed broken parts in a throwaway wine prefix.

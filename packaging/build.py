@@ -85,6 +85,9 @@ def run_self_test(bundle: Path) -> str:
         result = subprocess.run([str(bundle / executable_name()), "--self-test"], env=env,
                                 capture_output=True, text=True, timeout=SELF_TEST_TIMEOUT_S,
                                 check=False)
+        log = Path(home) / "logs" / "moss-voice.log"
+        if not result.stdout.strip() and log.is_file():  # Windows: no console, the log has it
+            result.stdout = log.read_text(encoding="utf-8", errors="replace")
     print(result.stdout, end="")
     if result.returncode != 0:
         sys.stderr.write(result.stderr[-6000:])
