@@ -46,6 +46,10 @@ INNO_DEFAULT = Path(r"C:\Program Files (x86)\Inno Setup 6\ISCC.exe")
 INNO_NPM = ROOT / "build" / "innosetup" / "node_modules" / "innosetup" / "bin" / "ISCC.exe"
 INNO_SLICE_BYTES = 2_100_000_000  # installer.iss: DiskSliceSize, DiskClusterSize
 INNO_CLUSTER_BYTES = 512
+# Where the installer puts the program for the longest Windows user name (20 characters); long
+# paths are off by default on Windows 10 and 11, so prefix + path must stay under 260.
+WINDOWS_INSTALL_PREFIX = "C:\\Users\\" + "n" * 20 + "\\AppData\\Local\\Programs\\MOSS Voice\\"
+WINDOWS_MAX_PATH = 260
 
 
 def run_pyinstaller(dist_dir: Path, work_dir: Path, clean: bool) -> Path:
@@ -74,6 +78,26 @@ def add_linux_files(bundle: Path) -> list[Path]:
         added.append(target)
     (bundle / INSTALL_SCRIPT.name).chmod(0o755)
     return added
+
+
+def longest_installed_path(bundle: Path) -> tuple[int, str]:
+    """The longest path of the bundle once installed on Windows (characters) and its relative
+    part, with backslashes."""
+    relative = max((str(p.relative_to(bundle)).replace("/", "\\") for p in bundle.rglob("*")),
+                   key=len, default="")
+    return len(WINDOWS_INSTALL_PREFIX) + len(relative), relative
+
+
+def check_windows_path_lengths(bundle: Path) -> int:
+    """Fails the Windows build when an installed path would reach 260 characters."""
+    length, relative = longest_installed_path(bundle)
+    if length >= WINDOWS_MAX_PATH:
+        message = (f"installed on Windows, {relative} would be {length} characters long "
+                   f"({WINDOWS_INSTALL_PREFIX}...), over the {WINDOWS_MAX_PATH}-character limit")
+        if sys.platform == "win32":
+            raise SystemExit(message)
+        print(f"warning: {message}")
+    return length
 
 
 def run_self_test(bundle: Path) -> str:
@@ -149,7 +173,8 @@ def build(dist_dir: Path, work_dir: Path, clean: bool = False, reuse: bool = Fal
     size_bytes, files = folder_size(bundle)
     summary: dict[str, object] = {"version": __version__, "platform": sys.platform,
                                   "bundle": str(bundle), "bundle_bytes": size_bytes,
-                                  "bundle_files": files, "seconds": times}
+                                  "bundle_files": files, "seconds": times,
+                                  "longest_windows_path": check_windows_path_lengths(bundle)}
     trim_report = work_dir / SPEC.stem / "trimmed.json"  # written by the spec
     if trim_report.is_file():
         trim = json.loads(trim_report.read_text())
