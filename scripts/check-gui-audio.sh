@@ -105,6 +105,12 @@ EOF
 "$PY" -m app -v >"$OUT/app.log" 2>&1 &
 APP_PID=$!
 sleep 6  # Qt, the VAD model and PulseAudio's first capture block
+if ! kill -0 "$APP_PID" 2>/dev/null; then
+    APP_PID=
+    echo "the app ended before its window could be checked; the end of $OUT/app.log:" >&2
+    tail -n 20 "$OUT/app.log" >&2
+    exit 1
+fi
 import -window root "$OUT/1-started.png"
 paplay --device=vsink "$SPEECH"
 sleep 1.2  # endpoint silence, then the echo starts
