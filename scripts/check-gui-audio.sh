@@ -7,7 +7,8 @@
 #   MODEL_DIR=/some/folder scripts/check-gui-audio.sh   # ask for MOSS-Speech from that folder:
 #                                                       # shows the fall-back to the echo demo
 #
-# Needs: Xvfb, xauth, pulseaudio + pulseaudio-utils (pactl, paplay), ImageMagick (import), .venv.
+# Needs: Xvfb, xauth, pulseaudio + pulseaudio-utils (pactl, paplay), ImageMagick (import), .venv;
+# x11-utils (xwininfo) to wait for the window instead of a fixed 6 s.
 # Everything runs in a private folder (HOME, XDG_RUNTIME_DIR, MOSS_VOICE_HOME); nothing of the
 # person's own settings or audio set-up is touched. Look at the PNGs it writes.
 #
@@ -104,7 +105,20 @@ EOF
 
 "$PY" -m app -v >"$OUT/app.log" 2>&1 &
 APP_PID=$!
-sleep 6  # Qt, the VAD model and PulseAudio's first capture block
+# Wait for the window (xwininfo, from x11-utils; else a fixed 6 s), then for Qt, the VAD model
+# and PulseAudio's first capture block.
+if command -v xwininfo >/dev/null; then
+    waited=0
+    until xwininfo -root -tree 2>/dev/null | grep -q '"MOSS Voice'; do
+        kill -0 "$APP_PID" 2>/dev/null || break
+        [ "$waited" -lt 240 ] || break
+        sleep 0.5
+        waited=$((waited + 1))
+    done
+    sleep 2
+else
+    sleep 6
+fi
 if ! kill -0 "$APP_PID" 2>/dev/null; then
     APP_PID=
     echo "the app ended before its window could be checked; the end of $OUT/app.log:" >&2

@@ -53,7 +53,9 @@ def run_app_code(code: str, home: Path, timeout: float = 240) -> subprocess.Comp
                "warnings.filterwarnings('error', category=EncodingWarning, "
                "module=r'app(\\.|$)')\n")
     env = {**os.environ, "MOSS_VOICE_HOME": str(home), "TMPDIR": str(home / "Temp"),
-           "QT_QPA_PLATFORM": "offscreen", "PYTHONUTF8": "0"}
+           "QT_QPA_PLATFORM": "offscreen", "PYTHONUTF8": "0",
+           # one compute thread: OpenMP's spinning threads crawl on a busy 2-core machine
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     env.pop("MOSS_VOICE_SETTINGS", None)
     return subprocess.run([sys.executable, "-X", "warn_default_encoding", "-c", prelude + code],
                           cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8",
