@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,14 +113,19 @@ class Wine:
         if display:
             command = [self.tools["xvfb-run"], "-a", "-s", "-screen 0 1024x768x24 -nolisten tcp",
                        *command]
-        try:
-            result = subprocess.run(command, env=self.env, capture_output=True, text=True,
-                                    errors="replace", timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
+        # A session of its own: on a timeout the whole group goes (xvfb-run's Xvfb too).
+        with subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, errors="replace",
+                              start_new_session=True) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.communicate()
+                self.kill()
+                raise
         self.wait()
-        return result
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
     def wait(self) -> None:
         """Until every program in the prefix has ended (the uninstaller re-starts itself)."""
