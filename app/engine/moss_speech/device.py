@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -80,13 +81,19 @@ def choose_device(setting: str) -> DeviceChoice:
                                  action="Choose auto, cuda, npu or cpu.")
 
 
-def configure_cuda_allocator() -> None:
+def configure_cuda_allocator(platform: str = sys.platform) -> None:
     """Expandable segments for the CUDA caching allocator, unless the user configured it.
 
     The environment variable only counts before CUDA initialises; if something (a GPU query)
-    initialised it already, the allocator setting is changed at run time instead.
+    initialised it already, the allocator setting is changed at run time instead. Windows'
+    allocator has no expandable segments (PyTorch warns and ignores the setting), so there the
+    default allocator stays and the flow-cache budget is what bounds the codec's memory.
     """
     if ALLOC_CONF_ENV in os.environ:
+        return
+    if platform == "win32":
+        log.info("CUDA allocator: expandable segments do not exist on Windows; the default "
+                 "allocator is used (the flow-cache budget bounds the codec's memory)")
         return
     if not torch.cuda.is_initialized():
         os.environ[ALLOC_CONF_ENV] = EXPANDABLE_SEGMENTS
