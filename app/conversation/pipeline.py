@@ -50,7 +50,7 @@ from app.engine.base import (
     UserTurn,
 )
 from app.settings import Settings, needs_engine_rebuild
-from app.vad.base import Segmenter, SpeechScorer, VadParams
+from app.vad.base import SpeechScorer, VadParams
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +70,9 @@ class Pipeline:
         self.settings = settings
         self.clock = clock or WallClock()
         self._inbox = Inbox()
-        self._listener = Listener(scorer, Segmenter(VadParams.from_settings(settings.vad)),
-                                  echo_canceller or AecStage("headset"))
-        self._controller = t.TurnController(t.TurnParams.from_settings(settings))
+        self._listener = Listener(scorer, echo_canceller or AecStage("headset"))
+        self._controller = t.TurnController(t.TurnParams.from_settings(settings),
+                                            VadParams.from_settings(settings.vad))
         self.metrics = TurnMetrics()
         self._hub = EventHub(metrics_jsonl)
         self._emit, self._emit_all = self._hub.emit, self._hub.emit_all
@@ -215,12 +215,12 @@ class Pipeline:
             self._control(item)
         for item in data:
             self._worker_event(item)
-        updates = self._listener.process()
-        if updates and self._listener.first_sample_s is not None:  # set once, then the same
+        frames = self._listener.process()
+        if frames and self._listener.first_sample_s is not None:  # set once, then the same
             self.metrics.origin_s = self._listener.first_sample_s
-        for update in updates:
-            self._run(self._controller.on_vad(update, self.clock.now(),
-                                              self._echo.echo_guard))
+        if frames:
+            self._run(self._controller.on_frames(frames, self.clock.now(),
+                                                 self._echo.echo_guard))
         self._turn_feed.pump(self._controller.user_turn_id)
         self.tools.poll()
         self._emit_all(self._echo.poll(self.clock.now()))
@@ -297,9 +297,6 @@ class Pipeline:
         if self._io.player is not None:
             self._io.player.set_ducked(a.ducked)
 
-    def _on_vad_restarted(self, a: t.VadRestarted) -> None:
-        self._listener.segmenter.reset()
-
     def _on_false_interruption(self, a: t.FalseInterruption) -> None:
         self.metrics.false_interruptions += 1
         self._emit(ev.FalseInterruptionDetected(a.turn_id, self._rel(a.t_s), a.reply_stopped,
@@ -309,7 +306,7 @@ class Pipeline:
         t.StateSet: _on_state, t.TurnStarted: _on_turn_started, t.TurnEnded: _on_turn_ended,
         t.TurnAbandoned: _on_turn_abandoned, t.SpeculationStarted: _on_speculation_started,
         t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
-        t.DuckSet: _on_duck, t.VadRestarted: _on_vad_restarted,
+        t.DuckSet: _on_duck,
         t.FalseInterruption: _on_false_interruption,
     }
 
@@ -393,8 +390,8 @@ class Pipeline:
     def _apply_settings(self, command: ev.ApplySettings) -> None:
         now, new = self.clock.now(), command.settings
         old, self.settings = self.settings, new
-        self._listener.segmenter.params = VadParams.from_settings(new.vad)
-        self._run(self._controller.update_params(t.TurnParams.from_settings(new), now))
+        self._run(self._controller.update_params(t.TurnParams.from_settings(new), now,
+                                                 VadParams.from_settings(new.vad)))
         self._io.set_playback_start_ms(new.audio.playback_start_ms)
         self._emit_all(self._echo.apply(new))
         if new.audio.input_device != old.audio.input_device:

@@ -68,13 +68,6 @@ class DuckSet:
 
 
 @dataclass(frozen=True)
-class VadRestarted:
-    """Forget the utterance the VAD is in (it was heard while not listening)."""
-
-
-
-
-@dataclass(frozen=True)
 class FalseInterruption:
     """Speech during a reply was not confirmed: the duck was restored (``reply_stopped`` False)
     or the reply had already been stopped and no turn followed (True)."""
@@ -86,5 +79,5 @@ class FalseInterruption:
 
 
 Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
-          | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted
+          | SpeculationCancelled | ReplyInterrupted | DuckSet
           | FalseInterruption)

@@ -4,6 +4,12 @@ No Qt, no torch, no threads, no clock of its own: every input carries its time, 
 comes back as a list of actions the pipeline carries out. The state shown to the person is
 derived from the facts below (``ConversationState``).
 
+The controller owns the VAD segmenter and steps it one scored frame at a time: when a decision
+needs a fresh onset (the VAD *restarts*) the restart applies from the very next frame, also
+when several frames arrive in one pump. Decisions depend on the frames' times only; ``now_s``
+(when a batch is processed) only stamps the actions, so any batching of the same frames gives
+the same turns.
+
 Always-listening: a VAD onset starts a user turn (audio from ``onset - pre_roll``); a pause of
 ``speculative_pause_ms`` may start a speculative reply; the VAD endpoint ends the turn.
 Push-to-talk: the turn runs from press to release (pre-roll before the press included); a press
@@ -13,9 +19,9 @@ Without barge-in (disabled, or echo mode half-duplex) speech during a reply is i
 VAD restarts when the reply ends, so only a fresh onset starts the next turn.
 
 A user turn longer than ``max_user_turn_s`` ends as if the endpoint had been reached (a stuck
-VAD or a television cannot hold the floor forever): the VAD restarts, frames from before the cap
-are ignored, and speech that goes on needs a fresh onset (then it counts as any other speech,
-e.g. a barge-in). In push-to-talk the key must be pressed again.
+VAD or a television cannot hold the floor forever): the VAD restarts with the next frame, and
+speech that goes on needs a fresh onset (then it counts as any other speech, e.g. a barge-in).
+In push-to-talk the key must be pressed again.
 
 Barge-in (when enabled and echo mode is not half-duplex): while a reply is pending or playing,
 a speech candidate ducks the reply; once it has lasted ``barge_in_min_speech_ms`` the reply is
@@ -49,11 +55,10 @@ from app.conversation.turn_actions import (  # also used by the pipeline as t.St
     TurnAbandoned,
     TurnEnded,
     TurnStarted,
-    VadRestarted,
 )
 from app.events import ConversationState
 from app.settings import ListenMode, Settings
-from app.vad.base import VadState, VadUpdate
+from app.vad.base import Segmenter, VadFrame, VadParams, VadState, VadUpdate
 
 State = ConversationState
 
@@ -85,8 +90,9 @@ TURN_COMMANDS = (ev.PressToTalk, ev.ReleaseToTalk, ev.StopReply, ev.SetMuted, ev
 
 
 class TurnController:
-    def __init__(self, params: TurnParams | None = None) -> None:
+    def __init__(self, params: TurnParams | None = None, vad: VadParams | None = None) -> None:
         self.params = params or TurnParams()
+        self._segmenter = Segmenter(vad or VadParams())
         self.state = State.IDLE if self.params.mode == "push_to_talk" else State.LISTENING
         self.muted = False  # by the person or the app
         self._user_muted = self._paused_by_app = False
@@ -103,14 +109,24 @@ class TurnController:
         self._interrupted = False  # barge-in detected, new turn not confirmed yet
         self._interrupted_turn = 0  # ... the reply it stopped
         self._ducked = False
-        self._ignore_before_s = float("-inf")  # VAD frames older than this are stale
         self._actions: list[Action] = []
 
     @property
     def user_turn_id(self) -> int | None:
         return self._user_turn
 
-    def update_params(self, params: TurnParams, now_s: float) -> list[Action]:
+    @property
+    def vad_params(self) -> VadParams:
+        return self._segmenter.params
+
+    @property
+    def vad_state(self) -> VadState:
+        return self._segmenter.state
+
+    def update_params(self, params: TurnParams, now_s: float,
+                      vad: VadParams | None = None) -> list[Action]:
+        if vad is not None:
+            self._segmenter.params = vad
         if params.mode != self.params.mode:
             return self.set_mode(params.mode, now_s, params)
         self.params = params
@@ -132,10 +148,15 @@ class TurnController:
             return self.set_mode(command.mode, now_s)
         raise TypeError(f"not a turn-taking command: {command!r}")
 
-    def on_vad(self, update: VadUpdate, now_s: float, echo_guard: bool = False) -> list[Action]:
-        """One VAD frame; ``now_s`` is when it is processed. ``echo_guard``: the echo
-        canceller is not trusted yet, so speech during a reply must not stop it."""
-        if not self.muted and update.start_s >= self._ignore_before_s:
+    def on_frames(self, frames: list[VadFrame], now_s: float,
+                  echo_guard: bool = False) -> list[Action]:
+        """Scored VAD frames in capture order; ``now_s`` is when they are processed.
+        ``echo_guard``: the echo canceller is not trusted yet, so speech during a reply must
+        not stop it."""
+        for frame in frames:
+            update = self._segmenter.step(frame)
+            if self.muted:
+                continue
             if self.params.mode == "push_to_talk":
                 self._ptt_vad(update, now_s)
             elif self._user_turn is not None:
@@ -171,7 +192,7 @@ class TurnController:
         VAD restarts, as what it heard meanwhile was not meant as a turn."""
         self._paused_by_app = paused
         if not paused:
-            self._actions.append(VadRestarted())
+            self._restart_vad()
         return self._update_muted(now_s)
 
     def _update_muted(self, now_s: float) -> list[Action]:
@@ -203,7 +224,7 @@ class TurnController:
                 # What the VAD heard during the reply was ignored (or not yet confirmed), and
                 # may have been the reply itself (speakers): speech now has to show a fresh
                 # onset to start a turn (its pre-roll still covers a person already talking).
-                self._actions.append(VadRestarted())
+                self._restart_vad()
             self._set_duck(False)
         return self._flush(now_s)
 
@@ -238,7 +259,7 @@ class TurnController:
         if self._ducked and self._reply_turn is not None:
             self._actions.append(FalseInterruption(self._reply_turn, onset, now_s, False))
             if update.event != "dropped":
-                self._actions.append(VadRestarted())  # the next speech needs a fresh onset
+                self._restart_vad()  # the next speech needs a fresh onset
         elif self._interrupted:
             self._actions.append(FalseInterruption(self._interrupted_turn, onset, now_s, True))
         self._set_duck(False)
@@ -258,7 +279,7 @@ class TurnController:
         if update.event == "endpoint":
             self._end_turn(self._last_voiced_s, now_s)
         elif self._over_cap(update):
-            self._cap_turn(update, now_s)
+            self._cap_turn(now_s)
         elif (update.state == VadState.STOPPING and self.params.speculative_start
               and not self._speculating
               and update.silence_ms + 1e-6 >= self.params.speculative_pause_ms):
@@ -270,7 +291,7 @@ class TurnController:
     def _ptt_vad(self, update: VadUpdate, now_s: float) -> None:
         if self._pressed and self._user_turn is not None and self._over_cap(update):
             self._pressed = False  # the key is still held: a new turn needs a new press
-            self._cap_turn(update, now_s)
+            self._cap_turn(now_s)
             return
         voiced = update.state in (VadState.STARTING, VadState.SPEAKING)
         if not (self._pressed and voiced):
@@ -289,11 +310,15 @@ class TurnController:
     def _over_cap(self, update: VadUpdate) -> bool:
         return update.end_s - self._onset_s >= self.params.max_user_turn_s
 
-    def _cap_turn(self, update: VadUpdate, now_s: float) -> None:
+    def _cap_turn(self, now_s: float) -> None:
         """End an overlong turn as at an endpoint; the VAD forgets the utterance it is in."""
         self._end_turn(max(self._last_voiced_s, self._onset_s), now_s)
-        self._ignore_before_s = update.end_s
-        self._actions.append(VadRestarted())
+        self._restart_vad()
+
+    def _restart_vad(self) -> None:
+        """Forget the utterance the VAD is in: speech from the next frame on needs a fresh
+        onset."""
+        self._segmenter.reset()
 
     def _start_turn(self, onset_s: float, audio_from_s: float) -> None:
         turn_id = self._next_turn_id

@@ -65,6 +65,15 @@ class VadParams:
 
 
 @dataclass(frozen=True)
+class VadFrame:
+    """One scored frame (``FRAME_S`` long); times in seconds on the input clock."""
+
+    start_s: float
+    end_s: float
+    probability: float
+
+
+@dataclass(frozen=True)
 class VadUpdate:
     """The segmenter's view after one frame; times in seconds on the input clock."""
 
@@ -91,6 +100,9 @@ class Segmenter:
     def reset(self) -> None:
         self.state = VadState.QUIET
         self._onset_s = self._last_voiced_s = None
+
+    def step(self, frame: VadFrame) -> VadUpdate:
+        return self.update(frame.probability, frame.start_s, frame.end_s)
 
     def update(self, probability: float, start_s: float, end_s: float) -> VadUpdate:
         event = self._step(probability, start_s, end_s)

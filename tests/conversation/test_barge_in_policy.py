@@ -7,8 +7,16 @@ import pytest
 
 from app.conversation import turns as t
 from app.events import ConversationState as S
-from app.vad.base import FRAME_S
+from app.vad.base import FRAME_S, VadState
+from tests.conversation import turn_script
 from tests.conversation.turn_script import QUIET, SPEECH, Script
+
+
+@pytest.fixture(autouse=True, params=[1, 3, 8], ids=lambda n: f"{n}_frames_per_pump")
+def frames_per_pump(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Every test here runs with one and with several VAD frames per pump (issue 22)."""
+    monkeypatch.setattr(turn_script, "FRAMES_PER_PUMP", request.param)
+    return int(request.param)
 
 
 def replying() -> Script:
@@ -60,7 +68,7 @@ def test_leaked_echo_during_the_warm_up_is_restored_and_forgotten() -> None:
     s.frames(SPEECH, 12).frames(QUIET, 1)  # 384 ms of leak, then it stops
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
     [false] = s.of(t.FalseInterruption)
-    assert not false.reply_stopped and s.of(t.VadRestarted)
+    assert not false.reply_stopped and s.controller.vad_state == VadState.QUIET
     s.guard = False
     s.frames(QUIET, 30)
     assert len(s.of(t.TurnStarted)) == 1 and not s.of(t.ReplyInterrupted)
@@ -73,7 +81,7 @@ def test_a_reply_ending_during_unconfirmed_speech_makes_it_start_afresh() -> Non
     s.guard = True
     s.frames(SPEECH, 10)
     s.call("reply_finished", 1)
-    assert s.of(t.VadRestarted) and s.of(t.DuckSet)[-1] == t.DuckSet(False)
+    assert s.controller.vad_state == VadState.QUIET and s.of(t.DuckSet)[-1] == t.DuckSet(False)
     s.guard = False
     s.frames(SPEECH, 8)  # still talking: a turn of its own (its pre-roll covers the start)
     assert len(s.of(t.TurnStarted)) == 2

@@ -318,3 +318,47 @@ def test_idle_transcripts_reach_the_transcript_and_settings_apply_without_a_rebu
     assert {u.turn_id: u.text for u in updates} == {1: "words of turn 1", 2: "words of turn 2"}
     assert all(u.final for u in updates)
     assert [s.sampling.temperature for s in engine.applied] == [0.9]
+
+
+@pytest.mark.parametrize("block_ms", [64.0, 128.0])
+def test_several_vad_frames_per_pump_give_the_same_turns_and_barge_in(block_ms: float) -> None:
+    """Device blocks longer than a VAD frame hand the controller several frames per pump
+    (issue 22): the turns, their onsets and the barge-in are the same as with 10 ms blocks."""
+    hello, stop = speech("hello"), speech("stop")
+    reply_start = 0.5 + duration("hello") + 0.53
+    pcm = track([(0.5, hello), (reply_start + 0.6, stop)],
+                reply_start + 0.6 + duration("stop") + 3.0)
+    settings = (Settings().with_value("engine.speculative_start", False)
+                .with_value("echo.mode", "headset"))
+    engine = RecordingEngine(chunk_delay_ms=25)
+    small = converse(pcm, settings, engine=RecordingEngine(chunk_delay_ms=25),
+                     charge_compute=True)
+    large = converse(pcm, settings, engine=engine, charge_compute=True, block_ms=block_ms)
+    assert len(large.records) == len(small.records) == 2
+    for got, want in zip(large.records, small.records, strict=True):
+        assert got.user_onset_s == pytest.approx(want.user_onset_s, abs=1e-6)
+        assert got.user_end_s == pytest.approx(want.user_end_s, abs=1e-6)
+        assert got.user_end_s + 0.5 - 1e-6 <= got.endpoint_s <= want.endpoint_s + block_ms / 1000
+    barge = large.records[0].barge_in
+    assert barge is not None and 1 in engine.cancelled_turns
+    assert barge.onset_s == pytest.approx(small.records[0].barge_in.onset_s, abs=1e-6)
+    assert engine.turns[-1].turn_id == 2
+
+
+@pytest.mark.parametrize("block_ms", [10.0, 128.0])
+def test_a_turn_cut_at_the_cap_is_not_restarted_with_its_old_onset(block_ms: float) -> None:
+    """Issue 22: 7 s of steady sound with a 5 s cap. With 128 ms blocks (4 VAD frames per pump)
+    the capped turn came back at once, twice, with onset 0.0."""
+    from app.vad.energy import EnergyScorer
+
+    t = np.arange(8 * 16000) / 16000
+    pcm = (0.1 * np.sin(2 * np.pi * 220 * t) * (t < 7.0)).astype(np.float32)
+    settings = (Settings().with_value("turn.max_user_turn_s", 5)
+                .with_value("echo.mode", "headset"))
+    result = run_simulation(settings, EchoEngine(), SimulatedMicrophone(pcm, 16000),
+                            SimulationOptions(block_ms=block_ms, charge_compute=False,
+                                              record_output=False), scorer=EnergyScorer())
+    starts = of(result, UserSpeechStarted)
+    assert [s.t_s for s in starts] == [0.0, pytest.approx(5.024)]
+    ends = of(result, UserTurnEnded)
+    assert len(ends) == 2 and ends[0].duration_s == pytest.approx(5.024)
