@@ -41,7 +41,8 @@ class StateChanged:
 @dataclass(frozen=True)
 class UserSpeechStarted:
     turn_id: int
-    t_s: float
+    t_s: float  # the speech onset
+    audio_from_s: float | None = None  # the turn's audio starts here (pre-roll included)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class TurnRecord:
     stages_ms: dict[str, float] = field(default_factory=dict)
     heard_ms: float = 0.0
     barge_in: BargeInRecord | None = None
+    user_audio_from_s: float | None = None  # first sample of the turn's audio (pre-roll)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from app.audio.simulated import read_wav, write_wav
 from app.cli import main
 
 TURN_KEYS = {"turn_id", "user_onset_s", "user_end_s", "endpoint_s", "engine_first_audio_s",
-             "first_audible_s", "response_latency_ms", "stages_ms", "heard_ms", "barge_in"}
+             "first_audible_s", "response_latency_ms", "stages_ms", "heard_ms", "barge_in",
+             "user_audio_from_s"}
 BARGE_KEYS = {"onset_s", "detected_s", "silent_s", "stop_latency_ms"}
 SUMMARY_KEYS = {"turns", "response_latency_ms_median", "app_overhead_ms_median",
                 "barge_in_stop_ms_median"}

@@ -12,7 +12,9 @@ Definitions (DESIGN.md "Latency"); all ``_s`` values are seconds from the first 
 - ``stages_ms``: ``endpoint_wait`` (endpoint − user end), the engine's own stages, and
   ``output_buffer`` (first audible − max(engine first audio, endpoint));
 - ``barge_in`` (the reply was audible and the user interrupted it): speech ``onset_s``,
-  ``detected_s``, playback ``silent_s`` at the speaker, ``stop_latency_ms`` = silent − onset.
+  ``detected_s``, playback ``silent_s`` at the speaker, ``stop_latency_ms`` = silent − onset;
+- ``user_audio_from_s``: the first sample of the turn's audio handed to the engine (the
+  pre-roll before the onset included): after the true onset means words were lost.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Pending:
     onset_s: float
+    audio_from_s: float | None = None
     user_end_s: float | None = None
     endpoint_s: float | None = None
     engine_first_audio_s: float | None = None
@@ -51,8 +54,8 @@ class TurnMetrics:
         self.false_interruptions = 0  # this session (see FalseInterruptionDetected)
         self._pending: dict[int, _Pending] = {}
 
-    def started(self, turn_id: int, onset_s: float) -> None:
-        self._pending[turn_id] = _Pending(onset_s)
+    def started(self, turn_id: int, onset_s: float, audio_from_s: float | None = None) -> None:
+        self._pending[turn_id] = _Pending(onset_s, audio_from_s)
 
     def ended(self, turn_id: int, user_end_s: float, endpoint_s: float) -> None:
         if pending := self._pending.get(turn_id):
@@ -112,7 +115,8 @@ class TurnMetrics:
             endpoint_s=p.endpoint_s - o,
             engine_first_audio_s=_shift(p.engine_first_audio_s, o),
             first_audible_s=_shift(p.first_audible_s, o), response_latency_ms=latency,
-            stages_ms=stages, heard_ms=heard_ms, barge_in=barge_in)
+            stages_ms=stages, heard_ms=heard_ms, barge_in=barge_in,
+            user_audio_from_s=_shift(p.audio_from_s, o))
 
 
 def _shift(value: float | None, origin: float) -> float | None:

@@ -250,9 +250,10 @@ class Pipeline:
         self._emit(ev.StateChanged(a.state, self._rel(a.t_s)))
 
     def _on_turn_started(self, a: t.TurnStarted) -> None:
-        self.metrics.started(a.turn_id, a.onset_s)
+        self.metrics.started(a.turn_id, a.onset_s, a.audio_from_s)
         self._turn_feed.begin(a.audio_from_s)
-        self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(a.onset_s)))
+        self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(a.onset_s),
+                                        self._rel(a.audio_from_s)))
 
     def _on_turn_ended(self, a: t.TurnEnded) -> None:
         self._turn_feed.pump(a.turn_id)
