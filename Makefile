@@ -9,10 +9,15 @@ PY := $(VENV)/bin/python
 # GPU users: see README ("GPU installation"), e.g. make setup TORCH="torch --index-url URL".
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.moss-voice-installed
+# The smart-turn end-of-turn model, taken from the pipecat-ai wheel (scripts/fetch_smart_turn.py).
+SMART_TURN := app/vad/data/smart-turn-v3.2-cpu.onnx
 
 .PHONY: setup run test test-under-load lint package clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(SMART_TURN)
+
+$(SMART_TURN): scripts/fetch_smart_turn.py | $(STAMP)
+	$(PY) scripts/fetch_smart_turn.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

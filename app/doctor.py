@@ -15,6 +15,7 @@ from app.audio.probe import probe_audio
 from app.display import display_status
 from app.engine.folders import verify_codec_folder, verify_model_folder
 from app.settings_store import LoadedSettings, load_settings
+from app.vad.smart_turn import end_of_turn_status
 
 
 def torch_report() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -98,6 +99,7 @@ def collect_report(loaded: LoadedSettings | None = None) -> dict[str, Any]:
         "gpus": gpus,
         "audio": probe_audio(),
         "models": models_report(loaded),
+        "end_of_turn": end_of_turn_status(),
         "display": display_status().as_dict(),
         "paths": {"config": str(paths.config_dir()), "data": str(paths.data_dir()),
                   "models": str(paths.models_dir()), "logs": str(paths.log_dir()),
@@ -138,6 +140,9 @@ def format_report(report: dict[str, Any]) -> str:
         where = entry["path"] or "not set"
         detail = "verified" if entry["ok"] else "; ".join(entry["problems"])
         lines.append(f"{mark}{kind} folder {where}: {detail}")
+    turn_end = report["end_of_turn"]
+    lines.append(f"{ok}end-of-turn model: {turn_end['path']}" if turn_end["available"]
+                 else f"{bad}end-of-turn model: {turn_end['reason']}")
     display = report["display"]
     shown = display["reason"] if display["available"] else f"none ({display['reason']})"
     lines.append(f"{ok if display['available'] else bad}display: {shown}")

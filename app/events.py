@@ -88,6 +88,19 @@ class BargeInRecord:
 
 
 @dataclass(frozen=True)
+class EndpointDecision:
+    """How the end of a turn was decided: ``by`` silence (no model, the model late, or the
+    long silence after "not yet"), the end-of-turn ``model`` (finished), the turn ``cap``, or
+    the push-to-talk ``release``; the silence waited; the model's probability for the last
+    pause and the CPU time of that decision, when it was asked."""
+
+    by: str
+    silence_ms: float
+    probability: float | None = None
+    model_ms: float | None = None
+
+
+@dataclass(frozen=True)
 class TurnRecord:
     """One turn's latency record; all ``_s`` values are seconds from the first input sample."""
 
@@ -102,6 +115,7 @@ class TurnRecord:
     heard_ms: float = 0.0
     barge_in: BargeInRecord | None = None
     user_audio_from_s: float | None = None  # first sample of the turn's audio (pre-roll)
+    endpoint_decision: EndpointDecision | None = None
 
 
 @dataclass(frozen=True)

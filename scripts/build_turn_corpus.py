@@ -60,7 +60,8 @@ CLIPS = {
 }
 # Word boundaries inside a segment where a speaker could pause (seconds in the built clip):
 # from the phone labels that ship with the recording (arctic_a0009_phone.lab, HTS format):
-# after "sharply," (/iy/ ends 1.140 s) and before "across" (/ax/ starts 1.995 s).
+# after "sharply," (/iy/ ends 1.140 s) and before "across" (/ax/ starts 1.995 s). (The bench's
+# hesitations also cut after "and" 1.280, after "faced" 1.575 and before "table" 2.485 s.)
 PAUSE_POINTS = {"en_f_slt_a0009": [1.14, 1.995]}
 NOISES = {"rain": "usr/share/tuxpaint/sounds/magic/rain.ogg",
           "thunder_rain": "usr/share/tuxpaint/sounds/magic/lightning.ogg"}

@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=int, default=2,
                         help="self-interruption sessions per echo room (4 replies each)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--endpointing", choices=("smart", "silence", "both"), default="both",
+                        help="end of turn by the smart-turn model (default settings), by "
+                        "silence only, or both side by side (default)")
 
 
 # ---- scenarios -------------------------------------------------------------------------------
@@ -94,6 +97,26 @@ def _dialogue(name: str, a: Clip, b: Clip, c: Clip, d: Clip, room: Room, *,
 def _sentence(name: str, clip: Clip, room: Room, **kwargs: Any) -> TurnScenario:
     """One sentence (with its pauses), answered; nobody talks over the reply."""
     return compose(name, [(0.6, clip, "turn")], room, **kwargs)
+
+
+def _sentences(name: str, clips: list[Clip], room: Room, **kwargs: Any) -> TurnScenario:
+    """Sentences one after the other, each answered before the next."""
+    plan, at = [], 0.6
+    for clip in clips:
+        plan.append((at, clip, "turn"))
+        length = clip.speech[-1][1] - clip.speech[0][0]
+        at = reply_start_s(at + clip.speech[-1][1], 1.9) + length + 1.2
+    return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
+
+
+def hesitation_scenarios(k: dict[str, Clip], lengths: tuple[float, ...] = (0.5, 1.0, 1.5)
+                         ) -> list[TurnScenario]:
+    """Sentences stopped mid-way where they cannot be over (at a word boundary: after "and",
+    after "faced", before "table", German "das wird er | vielfach ernten"), a thinking
+    pause, then the rest (issue 23): each must stay one turn."""
+    points = [(k["slt"], 1.28), (k["slt"], 1.575), (k["slt"], 2.485), (k["de"], 2.48)]
+    return [_sentences(f"hesitation_{h:.1f}s", [clip.with_pause_at(at, h) for clip, at in points],
+                       NO_ECHO, hesitation_s=h) for h in lengths]
 
 
 def _clips() -> dict[str, Clip]:
@@ -131,6 +154,8 @@ def build_scenarios(quick: bool = False) -> list[TurnScenario]:
             _dialogue("echo_simple_60ms_rain_10dB", k["a0001"], k["ar_two"], k["slt"],
                       k["ar_one"], SIMPLE_60, noise=k["rain"], snr_db=10.0),
             _sentence("pauses_400ms", k["slt"].with_pauses(0.4, 1), NO_ECHO),
+            _sentence("hesitation_1.0s", k["slt"].with_pause_at(1.575, 1.0), NO_ECHO,
+                      hesitation_s=1.0),
         ]
     rooms = ECHO_ROOMS
     out = [
@@ -178,6 +203,7 @@ def build_scenarios(quick: bool = False) -> list[TurnScenario]:
         _sentence("pauses_400ms_rain_10dB", k["slt"].with_pauses(0.4, 2), NO_ECHO,
                   noise=k["rain"], snr_db=10.0),
         _sentence("pauses_400ms_echo_room", k["slt"].with_pauses(0.4, 1), rooms[3]),
+        *hesitation_scenarios(k),
     ]
     for scenario in out:
         if scenario.echo_mode == "half_duplex":  # no barge-in there: it talks over nothing
@@ -216,9 +242,12 @@ def run_scenario(scenario: TurnScenario, overrides: tuple[tuple[str, object], ..
         settings = settings.with_value(key, value)
     engine = LevelledEcho()
     options = SimulationOptions(echo=scenario.room.echo(), charge_compute=False)
+    started = time.process_time()
     result = run_simulation(settings, engine, SimulatedMicrophone(scenario.pcm, scenario.rate_hz),
                             options)
-    return measure(scenario, result, engine.replies())
+    figures = measure(scenario, result, engine.replies())
+    figures.cpu_pct_of_core.append((time.process_time() - started) / result.simulated_s * 100)
+    return figures
 
 
 def scenario_row(figures: Figures, endpoint_silence_ms: float) -> dict[str, Any]:
@@ -270,16 +299,44 @@ def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
                "false_interruptions": echo_replies.false_interruptions,
                "false_turns": echo_replies.false_turns, "missed": echo_replies.missed}
     return {"scenarios": rows, "overall": overall, "echo_rooms_unattended": replies,
-            "wall_s": round(time.perf_counter() - started, 1)}
+            "wall_s": round(time.perf_counter() - started, 1), "_total": total}
+
+
+MODES = {"smart": (), "silence": (("vad.smart_endpoint", False),)}
+
+
+def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
+    """Issue 23's figures for one mode."""
+    total: Figures = figures["_total"]
+    after = summarise(total.reply_after_end_ms)
+    return {"reply_after_true_end_ms_median": after["median"],
+            "reply_after_true_end_ms_p90": after["p90"],
+            "hesitations_kept": f"{total.hesitations_kept}/{total.hesitations}",
+            "split_turns": total.split, "missed_turns": total.missed,
+            "turn_end_ms_median": summarise(total.turn_end_ms)["median"],
+            "decision_cpu_ms_median": summarise(total.decision_cpu_ms)["median"],
+            "loop_cpu_pct_of_core_median": summarise(total.cpu_pct_of_core)["median"]}
 
 
 def run(args: argparse.Namespace) -> int:
     scenarios = [s for s in build_scenarios(args.quick) if not args.only or s.name in args.only]
     selfs = [] if args.quick or args.only else self_interruption_scenarios(args.sessions)
-    figures = run_bench(scenarios, selfs)
-    print_figures(figures, print)
+    modes = ["smart", "silence"] if args.endpointing == "both" else [args.endpointing]
+    results = {mode: run_bench(scenarios, selfs if mode == "smart" else [], MODES[mode])
+               for mode in modes}
+    for mode, figures in results.items():
+        print(f"## end of turn: {mode}" + (" (default settings)" if mode == "smart" else ""))
+        print_figures(figures, print)
+    side = {mode: endpointing_row(figures) for mode, figures in results.items()}
+    print("## end of turn side by side (issue 23; complete turns: reply audible after the true "
+          "end of speech)")
+    for line in markdown_table("mode", list(next(iter(side.values()))), side):
+        print(line)
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+        clean = {mode: {k: v for k, v in f.items() if not k.startswith("_")}
+                 for mode, f in results.items()}
+        args.json.write_text(json.dumps({"modes": clean, "endpointing": side}, indent=2,
+                                        ensure_ascii=False) + "\n")
     return 0
 
 

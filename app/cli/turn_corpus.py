@@ -65,6 +65,14 @@ class Clip:
         points = tuple(p - shift for p in self.pause_points if start_s < p < end_s)
         return Clip(self.name, self.pcm[a:b], speech, self.language, self.onset, points)
 
+    def with_pause_at(self, point_s: float, pause_s: float) -> Clip:
+        """The clip with ``pause_s`` of silence at ``point_s`` (a gap between segments is
+        stretched to it, a word boundary inside a segment gets it inserted)."""
+        for index, (_, end) in enumerate(self.speech[:-1]):
+            if end <= point_s <= self.speech[index + 1][0]:
+                return self._paused([(point_s, end, self.speech[index + 1][0])], pause_s)
+        return self._paused([(point_s, point_s, point_s)], pause_s)
+
     def with_pauses(self, pause_s: float, count: int) -> Clip:
         """The clip with its ``count`` longest gaps between segments stretched to ``pause_s``
         of silence (or, where it has none, ``pause_s`` inserted at its word boundaries)."""
@@ -74,6 +82,9 @@ class Clip:
                        self.speech[i][1], self.speech[i + 1][0]) for i in gaps)
         if not cuts:
             cuts = [(p, p, p) for p in self.pause_points[:count]]
+        return self._paused(cuts, pause_s)
+
+    def _paused(self, cuts: list[tuple[float, float, float]], pause_s: float) -> Clip:
         pieces, speech, last, moved = [], list(self.speech), 0, 0.0
         for cut_s, gap_start, gap_end in cuts:
             added = max(0.0, pause_s - (gap_end - gap_start))
@@ -191,6 +202,7 @@ class Utterance:
     clip: str
     kind: Kind
     speech: tuple[tuple[float, float], ...]
+    hesitation_s: float = 0.0  # a thinking pause this long inside (one turn all the same)
 
     @property
     def start_s(self) -> float:
@@ -231,6 +243,7 @@ def looped(noise: np.ndarray, length: int) -> np.ndarray:
 
 
 def compose(name: str, plan: list[tuple[float, Clip, Kind]], room: Room, *, tail_s: float = 4.0,
+            hesitation_s: float = 0.0,
             talker_dbfs: float = -26.0, noise: Clip | None = None, snr_db: float = 20.0,
             rate_hz: int = RATE_HZ, channels: int = 1, **kwargs: object) -> TurnScenario:
     """Place the clips (each at its time, scaled to ``talker_dbfs``), through the room, plus
@@ -243,7 +256,8 @@ def compose(name: str, plan: list[tuple[float, Clip, Kind]], room: Room, *, tail
         start = int(at * RATE_HZ)
         track[start:start + len(clip.pcm)] += clip.pcm * gain
         utterances.append(Utterance(clip.name, kind, tuple((at + a, at + b)
-                                                           for a, b in clip.speech)))
+                                                           for a, b in clip.speech),
+                                    hesitation_s))
     track = room.talker(track)
     if noise is not None:
         speech = tuple(s for u in utterances for s in u.speech)

@@ -56,6 +56,11 @@ class Figures:
     replies: int = 0
     barge_ins: int = 0
     stops_missed: int = 0
+    reply_after_end_ms: list[float] = field(default_factory=list)  # complete turns
+    hesitations: int = 0
+    hesitations_kept: int = 0  # stayed one turn
+    decision_cpu_ms: list[float] = field(default_factory=list)
+    cpu_pct_of_core: list[float] = field(default_factory=list)
 
     def merge(self, other: Figures) -> None:
         for name, value in vars(other).items():
@@ -100,8 +105,18 @@ def measure(scenario: TurnScenario, result: SimulationResult,
             figures.audio_start_ms.append((matched[0].audio_from_s - utterance.start_s) * 1000)
         if matched and matched[-1].endpoint_s is not None:
             figures.turn_end_ms.append((matched[-1].endpoint_s - utterance.end_s) * 1000)
+        if utterance.hesitation_s:
+            figures.hesitations += 1
+            figures.hesitations_kept += len(matched) == 1
+        audible = [r.first_audible_s for r in result.records
+                   if matched and r.turn_id == matched[-1].turn_id]
+        if utterance.kind == "turn" and not utterance.hesitation_s and audible and audible[0]:
+            figures.reply_after_end_ms.append((audible[0] - utterance.end_s) * 1000)
     spoken = [u for u in scenario.utterances if u.kind != "ignored"]
     figures.false_turns = sum(1 for t in turns if not any(t in match(u, turns) for u in spoken))
+    decisions = [getattr(r, "endpoint_decision", None) for r in result.records]
+    figures.decision_cpu_ms = [d.model_ms for d in decisions
+                               if d is not None and d.model_ms is not None]
     _stops(scenario, result, replies, figures)
     return figures
 
@@ -128,7 +143,10 @@ def _stops(scenario: TurnScenario, result: SimulationResult, replies: dict[int, 
             figures.stops_missed += 1
             continue
         record = playing[0]
-        times = reply_gain_times(result.output, result.output_rate_hz, replies[record.turn_id],
+        later = [r.first_audible_s for r in records.values()
+                 if r.first_audible_s is not None and r.first_audible_s > utterance.start_s]
+        output = result.output[:round(min(later, default=1e9) * result.output_rate_hz)]
+        times = reply_gain_times(output, result.output_rate_hz, replies[record.turn_id],
                                  record.first_audible_s or 0.0, utterance.start_s)
         if times is None:
             figures.stops_missed += 1
