@@ -17,7 +17,7 @@ SMART_TURN := app/vad/data/smart-turn-v3.2-cpu.onnx
 setup: $(STAMP) $(SMART_TURN)
 
 $(SMART_TURN): scripts/fetch_smart_turn.py | $(STAMP)
-	$(PY) scripts/fetch_smart_turn.py
+	-$(PY) scripts/fetch_smart_turn.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

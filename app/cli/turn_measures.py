@@ -152,6 +152,9 @@ def _stops(scenario: TurnScenario, result: SimulationResult, replies: dict[int, 
             figures.stops_missed += 1
             continue
         down_s, silent_s = times
+        if silent_s > utterance.end_s + 0.3:  # stopped later, by something else
+            figures.stops_missed += 1
+            continue
         figures.to_20db_ms.append((down_s - utterance.start_s) * 1000)
         figures.to_silence_ms.append((silent_s - utterance.start_s) * 1000)
 
