@@ -12,10 +12,15 @@ TORCH ?= torch==2.13.0
 # a terminal, ask at a terminal, else only say how (scripts/ensure-portaudio.sh).
 INSTALL_PORTAUDIO ?=
 STAMP := $(VENV)/.moss-voice-installed
+# The smart-turn end-of-turn model, taken from the pipecat-ai wheel (scripts/fetch_smart_turn.py).
+SMART_TURN := app/vad/data/smart-turn-v3.2-cpu.onnx
 
 .PHONY: setup run test test-under-load lint package clean actionlint installer-check
 
-setup: $(STAMP)
+setup: $(STAMP) $(SMART_TURN)
+
+$(SMART_TURN): scripts/fetch_smart_turn.py | $(STAMP)
+	-$(PY) scripts/fetch_smart_turn.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

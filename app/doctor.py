@@ -16,6 +16,7 @@ from app.display import display_status
 from app.engine.folders import verify_codec_folder, verify_model_folder
 from app.engine.remote import health_report
 from app.settings_store import LoadedSettings, load_settings
+from app.vad.smart_turn import end_of_turn_status
 
 
 def torch_report() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -105,6 +106,7 @@ def collect_report(loaded: LoadedSettings | None = None) -> dict[str, Any]:
         "audio": probe_audio(),
         "models": models_report(loaded),
         "remote": health_report(loaded.settings),  # the MOSS-Speech server's /health, if set
+        "end_of_turn": end_of_turn_status(),
         "display": display_status().as_dict(),
         "paths": {"config": str(paths.config_dir()), "data": str(paths.data_dir()),
                   "models": str(paths.models_dir()), "logs": str(paths.log_dir()),
@@ -158,6 +160,9 @@ def format_report(report: dict[str, Any]) -> str:
     if remote:
         detail = f"ready ({remote['status']})" if remote["ok"] else remote["problem"]
         lines.append(f"{ok if remote['ok'] else bad}server {remote['url'] or ''}: {detail}")
+    turn_end = report["end_of_turn"]
+    lines.append(f"{ok}end-of-turn model: {turn_end['path']}" if turn_end["available"]
+                 else f"{bad}end-of-turn model: {turn_end['reason']}")
     display = report["display"]
     shown = display["reason"] if display["available"] else f"none ({display['reason']})"
     lines.append(f"{ok if display['available'] else bad}display: {shown}")

@@ -41,7 +41,8 @@ class StateChanged:
 @dataclass(frozen=True)
 class UserSpeechStarted:
     turn_id: int
-    t_s: float
+    t_s: float  # the speech onset
+    audio_from_s: float | None = None  # the turn's audio starts here (pre-roll included)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,19 @@ class BargeInRecord:
 
 
 @dataclass(frozen=True)
+class EndpointDecision:
+    """How the end of a turn was decided: ``by`` silence (no model, the model late, or the
+    long silence after "not yet"), the end-of-turn ``model`` (finished), the turn ``cap``, or
+    the push-to-talk ``release``; the silence waited; the model's probability for the last
+    pause and the CPU time of that decision, when it was asked."""
+
+    by: str
+    silence_ms: float
+    probability: float | None = None
+    model_ms: float | None = None
+
+
+@dataclass(frozen=True)
 class TurnRecord:
     """One turn's latency record; all ``_s`` values are seconds from the first input sample."""
 
@@ -109,6 +123,8 @@ class TurnRecord:
     stages_ms: dict[str, float] = field(default_factory=dict)
     heard_ms: float = 0.0
     barge_in: BargeInRecord | None = None
+    user_audio_from_s: float | None = None  # first sample of the turn's audio (pre-roll)
+    endpoint_decision: EndpointDecision | None = None
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,23 @@ class VadSettings(_Group):
         250, ge=0, le=2000, description="Shorter bursts (clicks, coughs) do not start a turn."
     )
     endpoint_silence_ms: int = Field(
-        500, ge=100, le=5000, description="Silence that ends your turn."
+        500, ge=100, le=5000, description="Silence that ends your turn (without the "
+        "end-of-turn model, or when it answers late)."
+    )
+    smart_endpoint: bool = Field(
+        True, description="Ask the end-of-turn model at each pause whether you have finished: "
+        "a finished sentence is answered at once, a thinking pause is waited through."
+    )
+    smart_pause_ms: int = Field(
+        150, ge=60, le=1000, description="Silence after which the end-of-turn model is asked."
+    )
+    smart_long_silence_ms: int = Field(
+        1800, ge=300, le=10000, description="Longest silence waited when the model says you "
+        "have not finished."
+    )
+    smart_threshold: float = Field(
+        0.85, gt=0.0, lt=1.0, description="Model probability above which the turn is finished "
+        "(higher: fewer cuts at a pause inside a sentence, slower answers)."
     )
     pre_roll_ms: int = Field(
         300, ge=0, le=2000, description="Audio kept from before the detected onset."

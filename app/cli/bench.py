@@ -10,6 +10,7 @@ BENCHES: dict[str, str] = {
     "aec": "app.cli.bench_aec",
     "ui-frames": "app.ui.bench_frames",
     "voice-loop": "app.cli.bench_voice_loop",
+    "turn-taking": "app.cli.bench_turn_taking",
     "engine": "app.cli.bench_engine",
     "codec": "app.cli.bench_codec",
     "bundle": "app.cli.bench_bundle",

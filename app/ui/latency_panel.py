@@ -72,6 +72,23 @@ def stage_title(stage: str) -> str:
     return STAGE_TITLES.get(stage, stage.replace("_", " ").capitalize())
 
 
+def endpoint_text(record: TurnRecord) -> str:
+    """The endpoint decision as its own stage: silence waited, the model's verdict."""
+    decision = record.endpoint_decision
+    if decision is None:
+        return "End of turn: –"
+    by = {"model": "the end-of-turn model said finished", "cap": "the turn was too long",
+          "release": "you released the key"}.get(decision.by, "silence")
+    text = f"End of turn after {decision.silence_ms:.0f} ms of silence: {by}"
+    if decision.probability is not None:
+        verdict = "finished" if decision.by == "model" else "not finished"
+        text += f" (model: {verdict}, p = {decision.probability:.2f}"
+        text += f", {decision.model_ms:.0f} ms)" if decision.model_ms is not None else ")"
+    elif decision.by == "silence":
+        text += " (no model verdict)"
+    return text
+
+
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f}"
 
@@ -264,6 +281,10 @@ class LatencyPanel(QWidget):
         self.detail_label = QLabel("all times in ms")  # shown on the section's title line
         self.detail_label.setToolTip(DEFINITION)
         self.detail_label.setStyleSheet("color: gray;")
+        self.endpoint_label = QLabel("End of turn: –")
+        self.endpoint_label.setObjectName("endpointDecision")
+        self.endpoint_label.setToolTip("How the end of your turn was decided: the silence "
+                                       "waited, and the end-of-turn model's verdict")
         self.barge_in_label = QLabel("Barge-in stop: –")
         self.barge_in_label.setToolTip("Talking over a reply: your speech onset → reply silent")
         self.stage_bar = StageBar()
@@ -301,6 +322,7 @@ class LatencyPanel(QWidget):
         layout.addWidget(self.response_label)
         layout.addWidget(self.stage_bar)
         layout.addWidget(self.legend)
+        layout.addWidget(self.endpoint_label)
         layout.addLayout(buttons)
         layout.addWidget(self.table, 1)
 
@@ -329,6 +351,7 @@ class LatencyPanel(QWidget):
             self.response_label.setText(f"Turn {record.turn_id}: no reply was heard")
         self.stage_bar.set_stages(record.stages_ms, record.response_latency_ms)
         self._show_legend(record.stages_ms)
+        self.endpoint_label.setText(endpoint_text(record))
         if record.barge_in is not None:
             self.barge_in_label.setText(f"Barge-in stop: {record.barge_in.stop_latency_ms:.0f} ms"
                                         f"  (turn {record.turn_id})")

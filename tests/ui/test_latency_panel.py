@@ -88,3 +88,22 @@ def test_only_the_stages_the_engine_reports_are_shown_all_in_ms(qtbot: QtBot) ->
     assert "ms" in panel.detail_label.text()
     panel.add_record(record(2))  # an engine with every stage: the columns grow
     assert panel.history.columnCount() == 2 + len(STAGES) + 2
+
+
+def test_the_endpoint_decision_is_its_own_stage(qtbot: QtBot) -> None:
+    """Issue 23: silence waited, the model's verdict and probability, so testers can tune."""
+    from dataclasses import replace
+
+    from app.events import EndpointDecision
+
+    panel = LatencyPanel()
+    qtbot.addWidget(panel)
+    by_model = EndpointDecision("model", 182.0, 0.93, 41.0)
+    panel.add_record(replace(record(1), endpoint_decision=by_model))
+    text = panel.endpoint_label.text()
+    assert "182 ms of silence" in text and "finished" in text and "0.93" in text
+    late = EndpointDecision("silence", 1830.0, 0.12, 39.0)
+    panel.add_record(replace(record(2), endpoint_decision=late))
+    assert "not finished, p = 0.12" in panel.endpoint_label.text()
+    panel.add_record(replace(record(3), endpoint_decision=EndpointDecision("silence", 512.0)))
+    assert "no model verdict" in panel.endpoint_label.text()
