@@ -73,7 +73,7 @@ def take_screenshot(path: Path, demo: bool, port_factory: PortFactory | None = N
     from app.ui.application import create_application
 
     app = create_application()
-    settings = load_settings().settings
+    settings = load_settings(repair=False).settings  # a picture never rewrites the file
     if demo:  # a known set-up, whatever was saved: the picture is reproducible
         from app.conversation.demo import demo_settings
 
