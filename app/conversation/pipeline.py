@@ -222,6 +222,7 @@ class Pipeline:
             self._run(self._controller.on_vad(update, self.clock.now(),
                                               self._echo.echo_guard))
         self._turn_feed.pump(self._controller.user_turn_id)
+        self._emit_all(self._io.input_warnings())
         self.tools.poll()
         self._emit_all(self._echo.poll(self.clock.now()))
 
@@ -328,7 +329,8 @@ class Pipeline:
         route = self._routes.get(item.seq)
         if route is None or route.cancel.is_set():
             if item.seq == 0 and isinstance(event, ReplyFailed):
-                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice,
+                                            event.turn_id))
             elif item.seq == 0 and isinstance(event, ReplyText):  # idle-time transcripts
                 self._emit(ev.TranscriptUpdated(event.turn_id, event.role, event.text,
                                                 event.final))
@@ -348,7 +350,8 @@ class Pipeline:
             self.metrics.stage(route.turn_id, event.stage, event.duration_ms)
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
-                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice,
+                                            event.turn_id))
             if self._io.player is None:
                 self._reply_over(route.turn_id, 0, DEFAULT_REPLY_RATE_HZ, self.clock.now(),
                                  interrupted=False)
