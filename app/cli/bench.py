@@ -14,6 +14,7 @@ BENCHES: dict[str, str] = {
     "codec": "app.cli.bench_codec",
     "bundle": "app.cli.bench_bundle",
     "engine-e2e": "app.cli.bench_engine_e2e",
+    "soak": "app.cli.bench_soak",
 }
 
 
