@@ -131,11 +131,13 @@ def format_report(report: dict[str, Any]) -> str:
     else:
         lines.append(f"{bad}audio: {audio['reason']}")
     models = report["models"]
+    problem = models.get("settings_write_problem")
     for issue in models["settings_issues"]:
-        lines.append(f"{bad}settings: {issue} (left as it is; the app repairs it when it starts, "
-                     "keeping a backup)")
-    if models.get("settings_write_problem"):
-        lines.append(f"{bad}settings: {models['settings_write_problem']}")
+        repair = "" if problem else " (left as it is; the app repairs it when it starts, " \
+            "keeping a backup)"
+        lines.append(f"{bad}settings: {issue}{repair}")
+    if problem:
+        lines.append(f"{bad}settings: {problem}")
     lines.append(f"{ok}engine: {models['engine']} (settings: {models['settings_file']})")
     for kind in ("model", "codec"):
         entry = models[kind]

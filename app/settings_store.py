@@ -114,6 +114,9 @@ def load_settings(path: Path | None = None, *, repair: bool = True) -> LoadedSet
 
 
 def _read(path: Path) -> tuple[Settings, list[SettingsIssue]]:
+    if path.is_dir():
+        return Settings(), [SettingsIssue("(file)", "is a folder, not a settings file; using "
+                                          "all defaults")]
     try:
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:

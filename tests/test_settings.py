@@ -130,7 +130,8 @@ def test_settings_file_that_is_a_directory(tmp_path: Path) -> None:
     path.mkdir()
     loaded = load_settings(path)
     assert loaded.settings == Settings()
-    assert "could not be read" in loaded.warning_text()
+    assert "is a folder, not a settings file" in loaded.warning_text()
+    assert path.is_dir() and loaded.backup_path is None
 
 
 def test_toml_has_no_nulls_and_groups_every_setting() -> None:

@@ -127,8 +127,8 @@ def read_audio_file(path: Path | str) -> AudioFile:
         raise AudioFileError(f"{path} could not be decoded to the end ({FORMATS} expected)") \
             from exc
     pcm, bad = finite_or_silence(pcm)
-    if bad:
-        log.warning("%s: %d NaN/infinite samples replaced by silence", path, bad)
+    if bad:  # the caller warns once, in its own words (AudioFile.non_finite_warning)
+        log.debug("%s: %d NaN/infinite samples replaced by silence", path, bad)
     return AudioFile(pcm, int(rate), bad)
 
 
