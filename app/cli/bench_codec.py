@@ -20,7 +20,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from app.cli.bench_common import add_threads_and_json, apply_threads
-from app.cli.options import DeviceName, Number, check_device, count, seconds
+from app.cli.machine_checks import check_device
+from app.cli.options import DeviceName, Number, count, seconds
 
 if TYPE_CHECKING:  # torch is imported only when the bench runs
     import torch

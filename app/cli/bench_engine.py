@@ -15,13 +15,12 @@ from typing import Any
 
 from app.cli.bench_common import add_threads_and_json, apply_threads, run_facts
 from app.cli.bench_engine_e2e import add_decode_path_arguments
+from app.cli.machine_checks import check_device, check_precision
 from app.cli.options import (
     MISSING,
     DeviceName,
     InputError,
     InputFolder,
-    check_device,
-    check_precision,
     count,
 )
 

@@ -15,12 +15,11 @@ import json
 from typing import Any
 
 from app.cli.bench_common import add_threads_and_json, apply_threads, run_facts
+from app.cli.machine_checks import check_device, check_precision
 from app.cli.options import (
     MISSING,
     DeviceName,
     InputError,
-    check_device,
-    check_precision,
     count,
     seconds,
 )

@@ -4,8 +4,8 @@ Every option that takes a value has argparse ``choices`` or a ``type=`` from thi
 value is parsed and checked while the command line is read, so a bad value stops the program at
 once with exit status 2 and one line naming the option, the value and what is allowed
 (:class:`OneLineParser`). Checks that need the machine or several options together (a CUDA
-device that must exist, a precision the device can run) live in each command's
-``check(args)``; they also run before any work and raise :class:`InputError`.
+device that must exist, a precision the device can run: :mod:`app.cli.machine_checks`) live in
+each command's ``check(args)``; they also run before any work and raise :class:`InputError`.
 
 tests/test_cli_validation.py walks every option of every command and fails for an option that
 takes a value without being checked here.
@@ -14,11 +14,9 @@ takes a value without being checked here.
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import os
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -337,71 +335,3 @@ def settings_error_text(exc: ValueError) -> str:
         message = error["msg"][:1].lower() + error["msg"][1:]
         parts.append(f"{key}: {message} (got {error.get('input')!r})")
     return "; ".join(parts)
-
-
-def check_device(option: str, device: str) -> None:
-    """Refuse a CUDA device this machine does not have (imports torch)."""
-    if not device.startswith("cuda"):
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        build = ("this torch is a CPU-only build" if torch.version.cuda is None
-                 else "torch finds no usable CUDA GPU")
-        raise InputError(option, device, f"this machine has no CUDA device ({build}); use cpu")
-    index = int(device.partition(":")[2] or 0)
-    found = torch.cuda.device_count()
-    if index >= found:
-        raise InputError(option, device, f"this machine has {found} CUDA device(s): "
-                         + ", ".join(f"cuda:{i}" for i in range(found)))
-
-
-def check_precision(precision: str, device: str) -> None:
-    """Refuse a precision the device cannot run, naming the combinations that can run here.
-
-    The rule is the engine's own (app.engine.moss_speech.quantize.check_precision), so the
-    refusal follows the engine when it learns a new combination.
-    """
-    problem = _precision_problem(precision, device)
-    if problem:
-        raise InputError("--precision", precision,
-                         f"{problem} (with --device {device}); this machine can run: "
-                         f"{runnable_combinations()}")
-
-
-def _precision_problem(precision: str, device: str) -> str | None:
-    import torch
-
-    from app.engine.moss_speech.quantize import PrecisionError
-    from app.engine.moss_speech.quantize import check_precision as engine_check
-
-    pytree = logging.getLogger("torch.utils._pytree")  # torchao's import warns about torch
-    level = pytree.level
-    pytree.setLevel(logging.ERROR)
-    try:
-        engine_check(precision, torch.device(device))
-    except PrecisionError as exc:
-        return str(exc)
-    finally:
-        pytree.setLevel(level)
-    return None
-
-
-def runnable_combinations() -> str:
-    """``--device X with a, b`` for each device here, e.g. "--device cpu with bf16, int8"."""
-    import torch
-
-    from app.engine.preflight import PRECISIONS
-
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    found = []
-    for device in devices:
-        ok = [p for p in PRECISIONS if _precision_problem(p, device) is None]
-        if ok:
-            found.append(f"--device {device} with {', '.join(ok)}")
-    return "; ".join(found) or "none"
-
-
-def stderr_line(prog: str, message: str) -> None:
-    """One error line, as OneLineParser writes them."""
-    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
