@@ -15,6 +15,7 @@ BENCHES: dict[str, str] = {
     "bundle": "app.cli.bench_bundle",
     "engine-e2e": "app.cli.bench_engine_e2e",
     "soak": "app.cli.bench_soak",
+    "limiter": "app.cli.bench_limiter",
 }
 
 

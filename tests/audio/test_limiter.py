@@ -84,3 +84,16 @@ def test_after_a_loud_burst_the_gain_comes_back() -> None:
     out, _ = limited(signal)
     quiet_tail = slice(int(0.9 * RATE), None)  # 0.7 s after the burst: released
     assert np.array_equal(out[quiet_tail], signal[quiet_tail])
+
+
+def test_bench_limiter_reports_exact_speech_below_the_threshold(tmp_path) -> None:
+    import json
+
+    from app.cli import main
+
+    out = tmp_path / "limiter.json"
+    assert main(["bench", "limiter", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    for level in ("-30", "-6", "-1.05"):
+        assert rows[f"speech peak {level} dBFS"]["max_difference"] == 0.0
+    assert all(row["out_peak_dbfs"] < 0 for row in rows.values())
