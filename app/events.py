@@ -52,6 +52,15 @@ class UserTurnEnded:
 
 
 @dataclass(frozen=True)
+class UserTurnDropped:
+    """A user turn that had started was dropped before it ended (muted, switched mode, paused
+    for a recording): no reply follows it."""
+
+    turn_id: int
+    t_s: float
+
+
+@dataclass(frozen=True)
 class ReplyStarted:
     """The first reply sample reached the speaker."""
 
@@ -121,6 +130,16 @@ class DeviceLost:
     device_name: str
     fallback_name: str | None  # the device now in use, or None if there is none
     t_s: float
+
+
+@dataclass(frozen=True)
+class AudioDevicesOpened:
+    """The devices the conversation has open now: after start, after a settings change and
+    after a device was lost or replaced. None: no device of that direction is open, so nothing
+    is heard (input) or played (output) until one is."""
+
+    input_device: str | None
+    output_device: str | None
 
 
 @dataclass(frozen=True)
@@ -234,11 +253,13 @@ class MonitorInputLevel:
 
 @dataclass(frozen=True)
 class PlayTestTone:
-    """Play a short tone on one output device; answered by ToneTestFinished."""
+    """Play a short tone on one output device, or the recording at ``path`` instead (a voice
+    just recorded, played back); answered by ToneTestFinished."""
 
     device_name: str | None
     frequency_hz: float = 440.0
     duration_ms: int = 1000
+    path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -264,17 +285,20 @@ class StopVoiceRecording:
 # ---- settings-panel helpers: device pickers, level meter, test tone, voice recording --------
 # The settings panel asks for these through commands (below); the voice loop owns every audio
 # device, so the UI never opens one itself. A port that cannot do one answers with
-# ErrorReported(category="audio", ...) and the panel shows it.
+# ErrorReported(category="device_check", ...): the panel shows it where it was asked (the
+# conversation's own device problems are category "audio" and become banners).
 
 
 @dataclass(frozen=True)
 class AudioDevicesListed:
-    """Answer to ListAudioDevices: device names as the settings store them."""
+    """Answer to ListAudioDevices: device names as the settings store them; ``problem`` says
+    why none could be listed (no audio system)."""
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     default_input: str | None = None
     default_output: str | None = None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -319,12 +343,14 @@ PipelineEvent = (
     StateChanged
     | UserSpeechStarted
     | UserTurnEnded
+    | UserTurnDropped
     | ReplyStarted
     | ReplyFinished
     | TranscriptUpdated
     | TurnMeasured
     | EngineStatusChanged
     | DeviceLost
+    | AudioDevicesOpened
     | ErrorReported
     | AudioDevicesListed
     | InputLevelMeasured

@@ -11,6 +11,7 @@ only report (``doctor``, ``--screenshot``, ``converse --saved-settings``) load w
 
 from __future__ import annotations
 
+import filecmp
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from typing import Any
 import tomli_w
 from pydantic import ValidationError
 
-from app.paths import settings_path
+from app.paths import private_dir, settings_path
 from app.settings import Settings
 
 if sys.version_info >= (3, 11):
@@ -66,6 +67,9 @@ class LoadedSettings:
         if self.backup_path:
             lines.append(f"Your original file is kept as {self.backup_path}.")
         return "\n".join(lines)
+
+
+MAX_SETTINGS_BYTES = 1 << 20  # ours is ~2 KB
 
 
 def legacy_backup_path(path: Path) -> Path:
@@ -118,13 +122,15 @@ def _read(path: Path) -> tuple[Settings, list[SettingsIssue]]:
         return Settings(), [SettingsIssue("(file)", "is a folder, not a settings file; using "
                                           "all defaults")]
     try:
+        if path.stat().st_size > MAX_SETTINGS_BYTES:  # read nothing that big (issue 21)
+            raise OSError(f"{path.stat().st_size:,} bytes; a settings file is a few KB")
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         issue = SettingsIssue("(file)", f"could not be read ({_short(exc)}); using all defaults")
         return Settings(), [issue]
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:  # RecursionError: deep nesting
         issue = SettingsIssue("(file)", f"is not valid TOML ({exc}); using all defaults")
         return Settings(), [issue]
     return _validate_with_fallback(raw)
@@ -201,12 +207,9 @@ def _recover(path: Path, settings: Settings, issues: list[SettingsIssue]) -> Loa
 def make_backup(path: Path, now_s: float | None = None) -> Path:
     """Copy ``path`` to a new timestamped backup (named for ``now_s``, default now), or return
     an existing backup with the same bytes; never overwrites a file. Timestamped backups
-    beyond the newest ``BACKUPS_KEPT`` are removed."""
-    data = path.read_bytes()
-    earlier = backups_of(path)
-    legacy = legacy_backup_path(path)
-    for existing in [*reversed(earlier), legacy]:
-        if existing.is_file() and existing.read_bytes() == data:
+    beyond the newest ``BACKUPS_KEPT`` are removed. Streams: a huge file is not read whole."""
+    for existing in [*reversed(backups_of(path)), legacy_backup_path(path)]:
+        if existing.is_file() and filecmp.cmp(path, existing, shallow=False):
             return existing
     base = backup_path_for(path, now_s)
     stamp = base.name[len(path.name) + 1:-len(".bak")]
@@ -214,15 +217,15 @@ def make_backup(path: Path, now_s: float | None = None) -> Path:
     first = max(same_time) + 1 if same_time else 0  # newer than every backup of that moment
     for attempt in range(first, first + 1000):
         target = base if not attempt else base.with_name(f"{base.name[:-4]}-{attempt}.bak")
-        try:
-            with open(target, "xb") as handle:  # exclusive: an existing file is never replaced
-                handle.write(data)
-            break
+        try:  # exclusive: an existing file is never replaced; private like the settings
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             continue
+        with os.fdopen(fd, "wb") as out, path.open("rb") as source:
+            shutil.copyfileobj(source, out)
+        break
     else:
         raise FileExistsError(f"no free backup name next to {path}")
-    shutil.copystat(path, target)
     for old in backups_of(path)[:-BACKUPS_KEPT]:
         old.unlink(missing_ok=True)
     return target
@@ -264,7 +267,7 @@ def settings_to_toml(settings: Settings) -> str:
 def save_settings(settings: Settings, path: Path | None = None) -> Path:
     """Write atomically (temp file + rename) so a crash never leaves half a file."""
     path = Path(path) if path is not None else settings_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # 0700 (POSIX); the file itself is mkstemp's 0600
     fd, tmp_name = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

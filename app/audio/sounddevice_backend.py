@@ -42,7 +42,11 @@ MAX_PLAUSIBLE_DELAY_S = 2.0
 
 
 def load_sounddevice() -> Any:
-    """Import sounddevice, turning a missing PortAudio into an actionable error."""
+    """Import sounddevice, turning a missing PortAudio into an actionable error. ALSA's own
+    chatter ("underrun occurred") goes to the log from here on, not to the terminal."""
+    from app.audio.alsa_messages import route_alsa_messages
+
+    route_alsa_messages()
     try:
         import sounddevice
     except OSError as exc:

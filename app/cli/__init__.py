@@ -1,5 +1,5 @@
-"""Command line: ``python -m app [--version] [--self-test] [--screenshot PNG [--demo]]
-[SUBCOMMAND ...]``; no subcommand starts the GUI.
+"""Command line: ``python -m app [--version] [--self-test] [--screenshot PNG [--state S |
+--demo]] [SUBCOMMAND ...]``; no subcommand starts the GUI.
 
 Each subcommand is a module with ``add_arguments(parser)``, ``run(args) -> int`` and optionally
 ``check(args)``; its help is the module docstring's first line. Modules keep heavy imports
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from app import APP_NAME, __version__
-from app.cli.options import InputError, OneLineParser, OutputFile
+from app.cli.options import InputError, OneLineParser, OutputFile, ScreenshotState
 
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "app.cli.doctor",
@@ -38,7 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="open the window, save a PNG of it to PNG and exit")
     parser.add_argument("--demo", action="store_true",
                         help="with --screenshot: play the demo conversation first (real pipeline, "
-                        "echo engine, simulated devices)")
+                        "echo engine, simulated devices); the same as --state demo")
+    parser.add_argument("--state", metavar="S", type=ScreenshotState(),
+                        help="with --screenshot: the window state to show: first-run, demo, "
+                        "settings, settings:PAGE (engine, replies, listening, echo, audio, "
+                        "transcript), model-manager, errors, no-audio")
     parser.add_argument("--self-test", action="store_true",
                         help="check this installation (voice loop, window, engine code on tiny "
                         "random weights), print a report and exit (0 = all passed)")
@@ -60,6 +64,8 @@ def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])
     if args.demo and args.screenshot is None:
         parser.error("--demo goes with --screenshot PNG")
+    if args.state is not None and args.screenshot is None:
+        parser.error("--state goes with --screenshot PNG")
     command = getattr(args, "command", None)
     for flag, given in (("--self-test", args.self_test), ("--screenshot", args.screenshot)):
         if given and command:
@@ -78,6 +84,11 @@ def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad input, after one line on
     stderr). ``--help`` and ``--version`` exit as argparse does."""
+    from app.hub_offline import apply_offline_defaults
+    from app.paths import use_private_compile_caches
+
+    use_private_compile_caches()  # before anything imports torch (issue 21 item 2)
+    apply_offline_defaults()  # Hugging Face offline, from source as in the bundle
     try:
         args = parse_command_line(argv)
     except SystemExit as exc:
@@ -95,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.screenshot is not None and runner is None:
         from app.ui.screenshot import take_screenshot
 
-        return take_screenshot(args.screenshot, demo=args.demo)
+        return take_screenshot(args.screenshot, demo=args.demo, state=args.state)
     if runner is None:
         from app.cli.default import run_default
 

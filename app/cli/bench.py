@@ -14,6 +14,8 @@ BENCHES: dict[str, str] = {
     "codec": "app.cli.bench_codec",
     "bundle": "app.cli.bench_bundle",
     "engine-e2e": "app.cli.bench_engine_e2e",
+    "hashes": "app.cli.bench_hashes",
+    "remote": "app.cli.bench_remote",
     "soak": "app.cli.bench_soak",
     "limiter": "app.cli.bench_limiter",
 }

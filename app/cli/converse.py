@@ -3,7 +3,7 @@
 Runs the real voice loop (resampling, VAD, turn-taking, barge-in, engine worker, player) on a
 virtual clock, faster than real time unless --realtime. Engine compute is charged to the clock,
 so a slow engine shows as slow. Writes what the speaker played (on the input's timeline) and a
-latency report (REPORT.json; schema in the README).
+latency report (REPORT.json; schema in docs/report-schema.md).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from app.cli.options import (
     OutputFile,
     PushToTalk,
     SettingOverride,
+    SettingValue,
     milliseconds,
     settings_error_text,
 )
@@ -31,13 +32,17 @@ PROG = "moss-voice converse"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["echo", "moss_speech"], default=None,
+    parser.add_argument("--engine", choices=["echo", "moss_speech", "remote"], default=None,
                         help="who answers (default: the settings' engine.kind, i.e. echo)")
+    parser.add_argument("--remote-url", metavar="URL", type=SettingValue("engine.remote_url"),
+                        help="remote: the MOSS-Speech server, e.g. http://192.168.1.20:8000 "
+                             "(engine.remote_url; implies --engine remote; its API key comes "
+                             "from the keyring or MOSS_VOICE_API_KEY)")
     parser.add_argument("--model-dir", type=InputFolder("model folder"),
                         help="moss_speech: the MOSS-Speech model folder (engine.model_dir)")
     parser.add_argument("--codec-dir", type=InputFolder("codec folder"),
                         help="moss_speech: the MOSS-Speech-Codec folder (engine.codec_dir)")
-    parser.add_argument("--voice", type=AudioInput(),
+    parser.add_argument("--voice", type=AudioInput("a 3–20 s WAV or FLAC recording of a voice"),
                         help="moss_speech: voice-prompt WAV/FLAC the replies speak in "
                              "(engine.voice_prompt)")
     parser.add_argument("--input", type=AudioInput(), required=True,
@@ -96,6 +101,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         settings = Settings()
     changes: list[tuple[str, str, object]] = [("--set", key, value)
                                               for key, value in args.overrides]
+    if getattr(args, "remote_url", None):
+        changes += [("--remote-url", "engine.kind", "remote"),
+                    ("--remote-url", "engine.remote_url", args.remote_url)]
     if args.engine:
         changes.append(("--engine", "engine.kind", args.engine))
     for option, key in (("model_dir", "engine.model_dir"), ("codec_dir", "engine.codec_dir"),
@@ -145,7 +153,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             engine = build_engine(settings)
     except EngineUnavailableError as exc:
-        print(f"{PROG}: error: {exc}. {exc.action}".rstrip(), file=sys.stderr)
+        print(f"{PROG}: error: {str(exc).rstrip('.')}. {exc.advice('cli')}".rstrip(),
+              file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:  # a build that refuses its inputs
+        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     failures = ((DeviceFailure("output", HEADSET, args.fail_output_at),)
                 if args.fail_output_at is not None else ())

@@ -196,10 +196,10 @@ def input_file_problem(path: Path) -> str | None:
 class AudioInput(InputFile):
     """An existing audio file whose header can be decoded (the samples are read later)."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "") -> None:
         from app.audio.audio_file import FORMATS
 
-        super().__init__(f"a sound file ({FORMATS})")
+        super().__init__(what or f"a sound file ({FORMATS})")
 
     def __call__(self, text: str) -> Path:
         from app.audio.audio_file import audio_file_problem
@@ -226,6 +226,24 @@ class InputFolder(Validator):
 
     def bad_examples(self) -> list[str]:
         return ["", "/nonexistent/folder", str(Path(__file__))]
+
+
+class ScreenshotState(Validator):
+    """A window state ``--screenshot`` can show (app.ui.screenshot_states.STATES, read only when
+    the option is given: that module imports Qt)."""
+
+    allowed = "a window state: see --help"
+
+    def __call__(self, text: str) -> str:
+        from app.ui.screenshot_states import STATES
+
+        if text not in STATES:
+            self.allowed = f"one of {', '.join(STATES)}"
+            raise self.refuse(text)
+        return text
+
+    def bad_examples(self) -> list[str]:
+        return ["", "nonsense", "settings:nope"]
 
 
 class DeviceName(Validator):
@@ -311,6 +329,31 @@ class SettingOverride(Validator):
     def bad_examples(self) -> list[str]:
         return ["", "nonsense", "=3", "vad.threshold=2", "vad.nope=1", "nope.x=1",
                 "vad.endpoint_silence_ms=nan", "turn.mode=shouting"]
+
+
+class SettingValue(Validator):
+    """The value of one setting given by its own option (e.g. ``--remote-url``): not empty, and
+    accepted by the settings model."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.allowed = f"a value {key} accepts"
+
+    def __call__(self, text: str) -> str:
+        from app.settings import Settings
+
+        if not text.strip():
+            raise self.refuse(text, "is empty")
+        try:
+            Settings().with_value(self.key, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not allowed: "
+                                             f"{settings_error_text(exc)}") from None
+        return text
+
+    def bad_examples(self) -> list[str]:
+        return ["", " "] + (["ftp://x", "http://", "localhost:8000", "http://h:99999"]
+                            if self.key == "engine.remote_url" else [])
 
 
 def parse_setting_value(text: str) -> object:

@@ -32,7 +32,7 @@ from app.audio.ringbuffer import RingBuffer
 from app.conversation.clock import Clock
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener
-from app.events import DeviceLost, ErrorReported, PipelineEvent
+from app.events import AudioDevicesOpened, DeviceLost, ErrorReported, PipelineEvent
 from app.settings import AudioSettings
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,11 @@ class AudioIO:
         handle, events = self.open("output", name, self._wanted_rate_hz("output"), now_s)
         self._run_output(handle, now_s)
         return events
+
+    def opened(self) -> AudioDevicesOpened:
+        """The devices open now, as the UI shows them."""
+        return AudioDevicesOpened(self.input.device_name if self.input is not None else None,
+                                  self.output.device_name if self.output is not None else None)
 
     def handle_lost(self, lost: StreamLost, now_s: float) -> list[PipelineEvent]:
         handle, events = self.replace_lost(lost, self._wanted_rate_hz(lost.direction), now_s)

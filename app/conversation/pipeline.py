@@ -32,7 +32,12 @@ from app.conversation.audio_io import AudioIO, StreamLost
 from app.conversation.clock import Clock, WallClock
 from app.conversation.device_tools import DeviceTools
 from app.conversation.echo_control import EchoControl
-from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
+from app.conversation.engine_worker import (
+    EngineBuilding,
+    EngineSwapped,
+    EngineWorker,
+    WorkerEvent,
+)
 from app.conversation.event_hub import EventHub
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener, TurnFeed
@@ -45,11 +50,12 @@ from app.engine.base import (
     ReplyAudio,
     ReplyDone,
     ReplyFailed,
+    ReplyNotice,
     ReplyText,
     StageTimed,
     UserTurn,
 )
-from app.settings import Settings, needs_engine_rebuild
+from app.settings import Settings
 from app.vad.base import Segmenter, SpeechScorer, VadParams
 
 log = logging.getLogger(__name__)
@@ -77,14 +83,14 @@ class Pipeline:
         self._hub = EventHub(metrics_jsonl)
         self._emit, self._emit_all = self._hub.emit, self._hub.emit_all
         self._worker = EngineWorker(engine, self.clock, self._inbox.post_data)
-        self._engine_factory = engine_factory
         self._io = AudioIO(backend, self._listener, self.clock, self._inbox,
                            settings.audio.playback_start_ms, block_ms)
         self._routes = ReplyRoutes(lambda: self._io.player)
         self._echo = EchoControl(settings, self._listener, self._io)
         self._seq = 0
         self._turn_feed = TurnFeed(self._listener, self._worker.feed)
-        self._load_engine = load_engine and engine_factory is not None
+        self._engines = engine_switch.EngineSwitch(self._worker, engine_factory, self._emit,
+                                                   load_engine)
         self.tools = DeviceTools(self._io, self.clock, self._emit, block_ms, stop_reply=lambda:
                                  self._turn_command(ev.StopReply()), pause_listening=lambda on:
                                  self._run(self._controller.set_paused(on, self.clock.now())))
@@ -132,11 +138,12 @@ class Pipeline:
 
             self._listener.scorer = SileroScorer()
         self._emit_all(self._io.start(self.settings.audio, self.clock.now()))
+        self._emit(self._io.opened())
         self._emit_all(self._echo.start())
         self._worker.start()
         self._emit_all(engine_switch.status_events(self._worker.info))
-        if self._load_engine:
-            self._rebuild_engine(self.settings)
+        if self._engines.load_at_start:
+            self._engines.rebuild(self.settings)
         self._emit(ev.StateChanged(self._controller.state, 0.0))
         self._running = True
         if threaded:
@@ -271,6 +278,7 @@ class Pipeline:
     def _on_turn_abandoned(self, a: t.TurnAbandoned) -> None:
         self.metrics.abandoned(a.turn_id)
         self._turn_feed.end()
+        self._emit(ev.UserTurnDropped(a.turn_id, self._rel(self.clock.now())))
 
     def _on_speculation_started(self, a: t.SpeculationStarted) -> None:
         self._turn_feed.pump(a.turn_id)
@@ -323,8 +331,8 @@ class Pipeline:
 
     def _worker_event(self, item: WorkerEvent) -> None:
         event = item.event
-        if isinstance(event, EngineSwapped):
-            self._emit_all(engine_switch.swap_events(event, self.settings))
+        if isinstance(event, EngineSwapped | EngineBuilding):  # a build's progress or outcome
+            self._engines.on_worker_event(event, self.settings)
             return
         route = self._routes.get(item.seq)
         if route is None or route.cancel.is_set():
@@ -348,6 +356,8 @@ class Pipeline:
             self._emit(ev.TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
         elif isinstance(event, StageTimed):
             self.metrics.stage(route.turn_id, event.stage, event.duration_ms)
+        elif isinstance(event, ReplyNotice):  # e.g. the server is busy: the reply comes later
+            self._emit(ev.ErrorReported(event.category, event.message, event.advice))
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
                 self._emit(ev.ErrorReported(event.category, event.message, event.advice,
@@ -389,7 +399,10 @@ class Pipeline:
     # ---- devices and settings --------------------------------------------------------------
 
     def _stream_lost(self, lost: StreamLost) -> None:
-        self._emit_all(self._io.handle_lost(lost, self.clock.now()))
+        events = self._io.handle_lost(lost, self.clock.now())
+        self._emit_all(events)
+        if events:
+            self._emit(self._io.opened())
         if lost.direction == "input":
             self.tools.inputs_changed()
 
@@ -405,16 +418,10 @@ class Pipeline:
             self.tools.inputs_changed()
         if new.audio.output_device != old.audio.output_device:
             self._emit_all(self._io.start_output(new.audio.output_device, now))
-        if command.reload_engine or needs_engine_rebuild(old, new):
-            self._rebuild_engine(new)
-        else:  # sampling, prompt, context, streaming, voice: the engine applies them live
-            self._worker.apply_settings(new)
-
-    def _rebuild_engine(self, wanted: Settings) -> None:
-        """Build the engine ``wanted`` names on the worker; the current one answers meanwhile."""
-        if (factory := self._engine_factory) is not None:
-            self._emit(engine_switch.loading_event(self._worker.info, wanted))
-            self._worker.swap_engine(lambda: factory(wanted))
+        if (new.audio.input_device, new.audio.output_device) != (old.audio.input_device,
+                                                                 old.audio.output_device):
+            self._emit(self._io.opened())
+        self._engines.apply(old, new, command.reload_engine)
 
     # ---- events ----------------------------------------------------------------------------
 

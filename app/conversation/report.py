@@ -1,10 +1,9 @@
 """REPORT.json and the human summary of a simulated conversation (``converse``, the demo).
 
 REPORT.json is ``{"turns": [...], "summary": {...}}``: one object per turn (see
-:mod:`app.conversation.metrics` for each field) and the medians. The README documents the
-schema; fields added since: ``summary.failures`` (one object per error: turn_id or null,
-category, message; ``converse`` exits 1 when there is any), ``summary.failed_turns``,
-``summary.input_peak_dbfs`` (null for digital silence) and ``summary.no_speech_detected``.
+:mod:`app.conversation.metrics` for each field) and the medians. The schema is documented in
+docs/report-schema.md (``summary.failures``, ``failed_turns``, ``input_peak_dbfs`` and
+``no_speech_detected`` included: ``converse`` exits 1 when ``failures`` is not empty).
 """
 
 from __future__ import annotations

@@ -92,12 +92,16 @@ class Simulation:
 
     The pipeline exists from the start, so a caller can subscribe to it (or hand it to the UI
     as a ConversationPort) before :meth:`run` drives it, on whichever thread calls ``run``.
+    With ``engine_factory`` settings changes rebuild the engine as in the app (and with
+    ``load_engine`` the engine the settings name is built at start).
     """
 
     def __init__(self, settings: Settings, engine: Engine, microphone: SimulatedMicrophone,
                  options: SimulationOptions | None = None, *,
                  scorer: SpeechScorer | None = None, metrics_jsonl: Path | None = None,
-                 echo_canceller: EchoCanceller | None = None) -> None:
+                 echo_canceller: EchoCanceller | None = None,
+                 engine_factory: Callable[[Settings], Engine] | None = None,
+                 load_engine: bool = False) -> None:
         self.settings = settings
         self.options = options = options or SimulationOptions()
         self.microphone = microphone
@@ -109,7 +113,8 @@ class Simulation:
                                         record_output=options.record_output, echo=options.echo)
         self.pipeline = Pipeline(settings, engine, self.backend, clock=self.clock,
                                  scorer=scorer, block_ms=options.block_ms,
-                                 metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller)
+                                 metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller,
+                                 engine_factory=engine_factory, load_engine=load_engine)
 
     def run(self, on_event: Callable[[PipelineEvent], None] | None = None,
             keep_events: bool = True) -> SimulationResult:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.engine.base import STAGES
@@ -69,3 +70,21 @@ def test_history_is_bounded(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> No
     assert panel.history.rowCount() == 5
     assert [r.turn_id for r in panel.records] == [8, 9, 10, 11, 12]
     assert panel.history.cell(0, 0) == "12"
+
+
+def test_only_the_stages_the_engine_reports_are_shown_all_in_ms(qtbot: QtBot) -> None:
+    panel = LatencyPanel()
+    qtbot.addWidget(panel)
+    assert panel.legend_labels == {}  # nothing claimed before a turn was measured
+    echo = TurnRecord(1, 1.0, 2.0, 2.5, 2.6, 2.7, 700.0,
+                      {"endpoint_wait": 500.0, "first_chunk": 3.0, "output_buffer": 90.0}, 1500.0)
+    panel.add_record(echo)
+    assert list(panel.legend_labels) == ["endpoint_wait", "first_chunk", "output_buffer"]
+    assert all(" ms" in label.text() for label in panel.legend_labels.values())
+    headers = [panel.history.headerData(c, Qt.Orientation.Horizontal)
+               for c in range(panel.history.columnCount())]
+    assert "Encode" not in headers and "Prefill" not in headers
+    assert panel.history.cell(0, headers.index("Heard")) == "1500"  # ms, like every column
+    assert "ms" in panel.detail_label.text()
+    panel.add_record(record(2))  # an engine with every stage: the columns grow
+    assert panel.history.columnCount() == 2 + len(STAGES) + 2

@@ -19,6 +19,7 @@ import torch
 
 from app.engine import preflight
 from app.engine.factory import EngineUnavailableError
+from app.engine.moss_speech.errors import EngineInputError
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +134,6 @@ def check_fits(free_bytes: int | None, precision: str, context_rows: int,
 def refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: str) -> None:
     """Refuse a live change whose extra GPU memory is not free (the preflight counted the old
     setting), before anything changes: an EngineInputError (category out_of_memory)."""
-    from app.engine.moss_speech.parts import EngineInputError  # parts imports this module
-
     free = free_memory_bytes(device)
     if (growth_bytes > 0 and free is not None
             and growth_bytes > free - preflight.WORKING_MARGIN_BYTES):

@@ -5,7 +5,7 @@ soon as the stream decoder has a hop of them (chunk-5 with the aggressive first 
 the first audio after 3–8 codes). Cancellation is checked after every row and every codec
 chunk, so a barge-in stops the reply within one AR row plus one codec chunk.
 
-Codec choices (justified in the README's engine section, measured in BENCHMARKS.md):
+Codec choices (justified in docs/engine.md and docs/codec.md, measured in BENCHMARKS.md):
 ``final="causal"`` ends the stream with one more cached chunk step instead of the reference's
 full-context pass, whose cost grows with the reply (it would delay the last words of a long
 answer); ``reuse_voice_prefix`` keeps the voice prompt's flow state between replies, halving
