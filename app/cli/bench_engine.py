@@ -54,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.random_weights and not args.model_dir:
         print("bench engine: pass --random-weights or --model-dir PATH")
         return 2
+    from app.engine.preflight import precision_problem
+
+    problem = precision_problem(args.precision, args.device)
+    if problem:
+        print(f"bench engine: --precision {args.precision} --device {args.device}: {problem}")
+        return 2
     refusal = bench_lm.memory_refusal(args.size, args.precision, torch.device(args.device),
                                       args.prompt_rows + args.decode_rows)
     if args.random_weights and refusal:

@@ -64,6 +64,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.random_weights:
         print("bench engine-e2e: pass --random-weights (checkpoint folders: use converse)")
         return 2
+    from app.engine.preflight import precision_problem
+
+    problem = precision_problem(args.precision, args.device)
+    if problem:
+        print(f"bench engine-e2e: --precision {args.precision} --device {args.device}: {problem}")
+        return 2
     apply_threads(args)
     options = BenchOptions(size=args.size, device=args.device, precision=args.precision,
                            turns=args.turns, question_s=args.question_s, voice_s=args.voice_s,

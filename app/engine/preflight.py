@@ -52,6 +52,31 @@ RECOMMENDATION_ORDER = ("bf16", "int8", "int4")
 PRECISIONS = ("bf16", "int8", "int4", "fp32")
 
 
+DEVICE_TYPES = ("cpu", "cuda", "npu")
+PRECISION_ADVICE = "Choose another precision (Settings → Engine → Precision, or --precision)."
+
+
+def precision_problem(precision: str, device: str) -> str | None:
+    """Why ``precision`` cannot run on ``device`` ("cpu", "cuda", "cuda:1", "npu"; "auto" is
+    checked once it is resolved), or None when it can. Torch-free: the command-line checks, the
+    engine build and the benchmarks all ask this one function before anything is loaded.
+
+    int4 runs only on CUDA: torchao's int4 weight-only layout (tile-packed for the tinygemm
+    kernel in torch) has no CPU or NPU kernel in torchao 0.18; int8 (torchao's Int8Tensor, plain
+    torch ops) runs everywhere torch runs."""
+    if precision not in PRECISIONS:
+        return f"precision {precision!r} is not one of {', '.join(PRECISIONS)}"
+    device_type = device.split(":", 1)[0]
+    if device_type == "auto":
+        return None
+    if device_type not in DEVICE_TYPES:
+        return f"device {device!r} is not one of auto, {', '.join(DEVICE_TYPES)} (cuda:N allowed)"
+    if precision == "int4" and device_type != "cuda":
+        return (f"int4 needs a CUDA GPU (its kernel is CUDA-only); on {device_type} choose "
+                "int8 or bf16")
+    return None
+
+
 @dataclass(frozen=True)
 class ModelDims:
     """The config.json dimensions that decide memory (defaults: MOSS-Speech, contract §1.1)."""

@@ -34,7 +34,7 @@ from app.engine.moss_speech.parts import EngineParts
 from app.engine.moss_speech.testing import tiny_tokenizer_json
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.weights import random_model
-from app.engine.preflight import fit_problem, flow_cache_bytes
+from app.engine.preflight import fit_problem, flow_cache_bytes, precision_problem
 from app.settings import Settings
 
 FEED_SAMPLES = 320  # 20 ms pieces, like the voice loop
@@ -161,8 +161,9 @@ def _flow_figures(engine: MossSpeechEngine) -> dict[str, Any]:
 
 
 def run_bench(options: BenchOptions) -> dict[str, Any]:
-    refusal = memory_refusal(options.size, options.precision, torch.device(options.device),
-                             4096 + 1280) or _vram_refusal(options)
+    refusal = (precision_problem(options.precision, options.device)
+               or memory_refusal(options.size, options.precision, torch.device(options.device),
+                                 4096 + 1280) or _vram_refusal(options))
     if refusal:
         return {"refused": refusal}
     started = time.perf_counter()

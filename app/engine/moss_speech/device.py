@@ -3,9 +3,10 @@ out-of-memory detection and recovery.
 
 ``auto`` picks CUDA, then an Ascend NPU (when ``torch_npu`` is installed), else the CPU with a
 warning that replies will be slow. On CUDA the caching allocator is switched to expandable
-segments before CUDA starts (contract pitfall 15: the streaming codec reserved ~77 GiB with the
-default allocator), and the VRAM preflight (:mod:`app.engine.preflight`) refuses a precision that
-cannot fit and names one that can, before a byte of the model is loaded.
+segments before CUDA starts where PyTorch supports them (Linux; contract pitfall 15: the
+streaming codec reserved ~77 GiB with the default allocator), and the VRAM preflight
+(:mod:`app.engine.preflight`) refuses a precision that cannot fit and names one that can,
+before a byte of the model is loaded.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -79,13 +81,21 @@ def choose_device(setting: str) -> DeviceChoice:
                                  action="Choose auto, cuda, npu or cpu.")
 
 
-def configure_cuda_allocator() -> None:
-    """Expandable segments for the CUDA caching allocator, unless the user configured it.
+def expandable_segments_supported(platform: str = sys.platform) -> bool:
+    """PyTorch implements expandable segments with CUDA virtual memory on Linux only; on
+    Windows it warns that they are not supported and ignores the setting."""
+    return platform.startswith("linux")
+
+
+def configure_cuda_allocator(platform: str = sys.platform) -> None:
+    """Expandable segments for the CUDA caching allocator, unless the user configured it or
+    the platform lacks them (Windows: the default allocator, whose fragmentation the VRAM plan's
+    allocator part covers).
 
     The environment variable only counts before CUDA initialises; if something (a GPU query)
     initialised it already, the allocator setting is changed at run time instead.
     """
-    if ALLOC_CONF_ENV in os.environ:
+    if ALLOC_CONF_ENV in os.environ or not expandable_segments_supported(platform):
         return
     if not torch.cuda.is_initialized():
         os.environ[ALLOC_CONF_ENV] = EXPANDABLE_SEGMENTS
