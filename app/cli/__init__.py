@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "doctor": "app.cli.doctor",
     "converse": "app.cli.converse",
     "bench": "app.cli.bench",
+    "memory-plan": "app.cli.memory_plan",
 }
 
 

@@ -26,6 +26,7 @@ import torch
 
 from app.engine.base import ReplyAudio, ReplyDone, ReplyFailed, StageTimed, UserTurn
 from app.engine.moss_speech.bench_lm import memory_refusal, size_config
+from app.engine.moss_speech.build import codec_dtype, warm_up
 from app.engine.moss_speech.codec import CodecConfig
 from app.engine.moss_speech.codec.testing import build_random_codec, speech_like
 from app.engine.moss_speech.device import DeviceChoice, configure_cuda_allocator
@@ -70,15 +71,13 @@ def build(options: BenchOptions) -> MossSpeechEngine:
     (scratch / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json()))
     tokenizer = load_tokenizer(scratch, config)
     codec_config = CodecConfig.full() if options.size == "full" else CodecConfig.tiny()
-    codec = build_random_codec(codec_config, device, chunks=(options.chunk_codes,),
-                               voice_cache_dir=scratch / "voices")
+    codec = build_random_codec(codec_config, device, codec_dtype(device, options.precision),
+                               chunks=(options.chunk_codes,), voice_cache_dir=scratch / "voices")
     voice = codec.voice_from_samples(speech_like(options.voice_s, 24000, seed=3), 24000,
                                      source="bench-voice")
     settings = _settings(options)
     parts = EngineParts(model, tokenizer, codec, voice, DeviceChoice(device))
     engine = MossSpeechEngine(parts, settings, decode_path=options.decode_path)
-    from app.engine.moss_speech.build import warm_up
-
     warm_up(engine)
     engine.set_reuse_voice_prefix(engine.reuse_voice_prefix and options.voice_prefix)
     engine.policy = replace(engine.policy, final=options.final)
@@ -200,7 +199,7 @@ def _vram_refusal(options: BenchOptions) -> str | None:
     if options.size != "full" or device.type != "cuda":
         return None
     flow = flow_cache_bytes(options.flow_cache_budget_mib, options.max_new_rows, options.voice_s)
-    return fit_problem(options.precision, torch.cuda.mem_get_info(device)[0], 4096 + 1280,
+    return fit_problem(options.precision, torch.cuda.mem_get_info(device)[0], 4096,
                        flow_cache_bytes=flow)
 
 
