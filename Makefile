@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.moss-voice-installed
 
-.PHONY: setup run test test-under-load lint package clean
+.PHONY: setup run test test-under-load lint package clean gpu-report
 
 setup: $(STAMP)
 
@@ -37,6 +37,13 @@ test-under-load: setup
 # dist/moss-voice-<version>-linux-<arch>.tar.gz. See README, "Installing".
 package: setup
 	$(PY) packaging/build.py
+
+# On a CUDA machine: GPU tests, full-size benchmarks per precision and decode step, codec
+# streaming, TTFA/RTF and peak memory against the VRAM plan -> gpu-report/report.{json,md}
+# (docs/memory.md). Without CUDA it exits 2 at once. No `setup` first: it must not install.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-report:
+	@$(GPU_PY) -m app gpu-report
 
 lint: setup
 	$(PY) -m ruff check app tests packaging

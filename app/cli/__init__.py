@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "converse": "app.cli.converse",
     "bench": "app.cli.bench",
     "memory-plan": "app.cli.memory_plan",
+    "gpu-report": "app.cli.gpu_report",
 }
 
 

@@ -14,6 +14,8 @@ BENCHES: dict[str, str] = {
     "codec": "app.cli.bench_codec",
     "bundle": "app.cli.bench_bundle",
     "engine-e2e": "app.cli.bench_engine_e2e",
+    "parity": "app.cli.bench_parity",
+    "memory": "app.cli.bench_memory",
 }
 
 

@@ -19,7 +19,9 @@ from app.engine.preflight import INT4_GROUP_SIZE
 
 
 def int4_dequantized(weight: Tensor, group_size: int = INT4_GROUP_SIZE) -> Tensor:
-    """``weight`` [N, K] bf16 → the bf16 values an int4 tinygemm layout stores for it."""
+    """``weight`` [N, K] bf16 → the bf16 values an int4 tinygemm layout stores for it (groups
+    of ``group_size`` inputs; the whole row when K is smaller, as for the tiny model)."""
+    group_size = min(group_size, weight.shape[1])
     from torchao.quantization.quant_primitives import (
         MappingType,
         _choose_qparams_affine_tinygemm,

@@ -31,17 +31,21 @@ FIXTURE_SPEECH = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "a
 
 
 def utterance_16k(seconds: float, seed: int) -> tuple[np.ndarray, str]:
-    """Recorded speech when the repository's fixtures are present, else speech-like audio."""
-    path = FIXTURE_SPEECH / "question.wav"
-    if path.is_file():
-        import soundfile
+    """Recorded speech (the repository's four test recordings, one after another, up to
+    ``seconds``) when they are present, else speech-like audio."""
+    paths = sorted(FIXTURE_SPEECH.glob("*.wav"))
+    if not paths:
+        return speech_like(seconds, 16000, seed=seed), "speech_like"
+    import soundfile
 
-        from app.audio.resample import resample
+    from app.audio.resample import resample
 
+    pieces = []
+    for path in paths:
         samples, rate = soundfile.read(path, dtype="float32", always_2d=True)
-        pcm = resample(samples[:, 0], rate, 16000)
-        return pcm[:int(seconds * 16000)], path.name
-    return speech_like(seconds, 16000, seed=seed), "speech_like"
+        pieces.append(resample(samples[:, 0], rate, 16000))
+    pcm = np.concatenate(pieces)[:int(seconds * 16000)]
+    return pcm, "+".join(p.stem for p in paths)
 
 
 def codec_pair(config: CodecConfig, dtype: torch.dtype, device: torch.device | str,
