@@ -192,6 +192,7 @@ def test_sampling_prompt_modality_and_context_apply_live(engine_folder: Path) ->
                .with_value("sampling.max_new_rows", 40))
     engine.apply_settings(changed)
     assert engine.sampling.top_k == 5 and engine.capacity == 512
+    assert sorted(engine.codec._flows) == [25]  # the 5-code flow no longer takes memory
     assert engine.session.max_rows == 512 and len(engine.memory.exchanges) == 1  # history kept
     events = talk(engine, 2, question(1.0, seed=2))
     assert isinstance(events[-1], ReplyDone)
