@@ -110,8 +110,11 @@ def test_the_decode_and_engine_sections_run_on_the_tiny_model(tmp_path: Path) ->
     assert decode["graph"]["decode_path"] == "eager"
     assert "graph skipped: needs a CUDA device" in decode["graph"]["decode_notes"]
     assert decode["eager"]["decode_rows_per_s"] > 0 and decode["eager"]["ratio_to_floor"] > 0
-    codec = build_random_codec(CodecConfig.tiny(), chunks=(5,), voice_cache_dir=tmp_path)
+    codec = build_random_codec(CodecConfig.tiny(), chunks=(5,), voice_cache_dir=tmp_path,
+                               offline_flow=False)
     voice = codec.voice_from_samples(speech_like(2.0, 24000, seed=3), 24000)
     e2e = collect.engine_e2e(model, codec, voice, "fp32", tmp_path, turns=1, rows=12)
     assert e2e["turns"] == 1 and e2e["ttfa_ms_median"] > 0 and e2e["rtf_median"] > 0
     assert e2e["decode_path"] == "eager"
+    streaming = collect.codec_streaming(codec, voice, chunks=2, utterance_s=1.0)
+    assert len(streaming["chunk_ms"]) >= 2 and streaming["dtype"] == "float32"

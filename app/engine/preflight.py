@@ -57,7 +57,8 @@ __all__ = [  # re-exported: the engine, the UI and the tests import them from he
     "DENSE_BYTES", "EMBEDDING_UNITS", "GIB", "HEAD_PRECISION", "HEAD_UNITS",
     "INT4_BYTES_PER_GROUP", "INT4_GROUP_SIZE", "INT8_SCALE_BYTES_PER_ROW", "KV_BYTES", "MIB",
     "PRECISIONS", "TRANSCRIPT_KV_ROWS", "CodecSizes", "ModelDims", "codec_dtype_name",
-    "embeddings_on_host", "linear_bytes", "unit_format",
+    "embeddings_on_host", "linear_bytes", "lm_weight_bytes", "prefill_transient_bytes",
+    "unit_format",
 ]
 
 CODES_PER_SECOND = 12.5  # voice-prompt and reply codes (one per grid row)
@@ -74,7 +75,6 @@ WORKING_MARGIN_BYTES = (prefill_transient_bytes(ModelDims(), 4096 + TRANSCRIPT_K
 RECOMMENDATION_ORDER = ("bf16", "int8", "int4")
 
 DEVICE_TYPES = ("cpu", "cuda", "npu")
-PRECISION_ADVICE = "Choose another precision (Settings → Engine → Precision, or --precision)."
 
 
 def precision_problem(precision: str, device: str) -> str | None:

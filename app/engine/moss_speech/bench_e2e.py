@@ -72,7 +72,8 @@ def build(options: BenchOptions) -> MossSpeechEngine:
     tokenizer = load_tokenizer(scratch, config)
     codec_config = CodecConfig.full() if options.size == "full" else CodecConfig.tiny()
     codec = build_random_codec(codec_config, device, codec_dtype(device, options.precision),
-                               chunks=(options.chunk_codes,), voice_cache_dir=scratch / "voices")
+                               chunks=(options.chunk_codes,), voice_cache_dir=scratch / "voices",
+                               offline_flow=False)  # the engine only streams
     voice = codec.voice_from_samples(speech_like(options.voice_s, 24000, seed=3), 24000,
                                      source="bench-voice")
     settings = _settings(options)

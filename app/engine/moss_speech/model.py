@@ -76,6 +76,10 @@ class MossSpeechModel(nn.Module):
         text_emb = self.model.embed_tokens(text.masked_fill(is_audio, 0))
         audio_emb = self.model.audio_embed(audio)
         rows = torch.where(is_audio.unsqueeze(-1), audio_emb, text_emb)
+        if rows.device == self.device:
+            return rows
+        if self.device.type == "cuda":  # pinned (cached host blocks): an async copy, no sync
+            return rows.pin_memory().to(self.device, non_blocking=True)
         return rows.to(self.device)
 
     def check_grid(self, grid: Tensor) -> None:
