@@ -65,8 +65,11 @@ def compare(reference: Tensor, test: Tensor) -> dict[str, float]:
 
 @torch.no_grad()
 def head_parity(head: nn.Linear, hidden: Tensor, precision: str) -> dict[str, Any]:
-    """Logits of ``hidden`` [S, H] through the bf16 head and its ``precision`` copy."""
-    bf16 = head.to(torch.bfloat16)
+    """Logits of ``hidden`` [S, H] through the head in bf16 and its ``precision`` copy (the
+    head itself is left as it is)."""
+    bf16 = nn.Linear(head.in_features, head.out_features, bias=False,
+                     device=head.weight.device, dtype=torch.bfloat16).requires_grad_(False)
+    bf16.weight.copy_(head.weight)
     reference = bf16(hidden.to(torch.bfloat16)).float()
     test = quantized_head(bf16, precision)(hidden.to(torch.bfloat16)).float()
     return {"precision": precision, "vocab": head.out_features, "hidden": head.in_features,
