@@ -8,15 +8,23 @@ PY := $(VENV)/bin/python
 # CPU machines pin the local CPU wheel: an unpinned torch pulls several GB of CUDA packages.
 # GPU users: see README ("GPU installation"), e.g. make setup TORCH="torch --index-url URL".
 TORCH ?= torch==2.13.0
+# Debian's libportaudio2: yes = install it, no = never; empty = install as root on CI or without
+# a terminal, ask at a terminal, else only say how (scripts/ensure-portaudio.sh).
+INSTALL_PORTAUDIO ?=
 STAMP := $(VENV)/.moss-voice-installed
+# The smart-turn end-of-turn model, taken from the pipecat-ai wheel (scripts/fetch_smart_turn.py).
+SMART_TURN := app/vad/data/smart-turn-v3.2-cpu.onnx
 
-.PHONY: setup run test test-under-load lint package clean gpu-report
+.PHONY: setup run test test-under-load lint package clean actionlint installer-check gpu-report
 
-setup: $(STAMP)
+setup: $(STAMP) $(SMART_TURN)
+
+$(SMART_TURN): scripts/fetch_smart_turn.py | $(STAMP)
+	-$(PY) scripts/fetch_smart_turn.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@sh scripts/ensure-portaudio.sh
+	@INSTALL_PORTAUDIO="$(INSTALL_PORTAUDIO)" sh scripts/ensure-portaudio.sh
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e ".[dev,package]"
@@ -45,9 +53,23 @@ GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-report:
 	@$(GPU_PY) -m app gpu-report
 
+# GitHub Actions workflows checked by actionlint (from the dev extras; shellcheck on PATH checks
+# the run: scripts too). tests/test_workflows.py runs the same in make test.
+actionlint: setup
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+
+# The Windows installer (packaging/windows/installer.iss) compiled with Inno Setup's compiler
+# (npm package innosetup, installed into build/innosetup) under wine, with a stand-in payload;
+# then installed, checked, uninstalled and fed broken parts in a throwaway wine prefix.
+# Needs wine with wine32 and xvfb-run; says what is missing otherwise. See docs/windows.md.
+installer-check:
+	$(PYTHON) packaging/windows/installer_check.py --install-compiler
+
+# bandit: new security findings fail; the reviewed ones are in bandit-baseline.json (SECURITY.md).
 lint: setup
-	$(PY) -m ruff check app tests packaging
+	$(PY) -m ruff check app tests packaging scripts
 	$(PY) -m mypy app
+	$(PY) -m bandit -q -r app packaging scripts -c pyproject.toml -b bandit-baseline.json
 
 clean:
 	rm -rf build dist .pytest_cache .ruff_cache .mypy_cache

@@ -14,7 +14,9 @@ from app import __version__, paths
 from app.audio.probe import probe_audio
 from app.display import display_status
 from app.engine.folders import verify_codec_folder, verify_model_folder
+from app.engine.remote import health_report
 from app.settings_store import LoadedSettings, load_settings
+from app.vad.smart_turn import end_of_turn_status
 
 
 def torch_report() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -66,21 +68,26 @@ def _npu_available() -> bool:
 
 
 def models_report(loaded: LoadedSettings) -> dict[str, Any]:
+    from app.folder_integrity import integrity_summary
+    from app.model_store import REPOS
+
     engine = loaded.settings.engine
 
-    def folder(path: Path | None, verify: Any) -> dict[str, Any]:
+    def folder(path: Path | None, verify: Any, kind: Any) -> dict[str, Any]:
+        validated = {"validated_revision": REPOS[kind].revision}
         if path is None:
-            return {"path": None, "configured": False, "ok": False,
+            return {"path": None, "configured": False, "ok": False, **validated,
                     "problems": ["not configured; choose or download it in the model manager"]}
-        return {"configured": True, **verify(path).as_dict()}
+        return {"configured": True, **verify(path).as_dict(), **validated,
+                **integrity_summary(kind, path).as_dict()}
 
     voice = engine.voice_prompt
     return {
         "settings_file": str(loaded.path),
         "settings_issues": [str(issue) for issue in loaded.issues],
         "engine": engine.kind,
-        "model": folder(engine.model_dir, verify_model_folder),
-        "codec": folder(engine.codec_dir, verify_codec_folder),
+        "model": folder(engine.model_dir, verify_model_folder, "model"),
+        "codec": folder(engine.codec_dir, verify_codec_folder, "codec"),
         "voice_prompt": {"path": str(voice) if voice else None,
                          "exists": bool(voice and Path(voice).is_file())},
     }
@@ -98,6 +105,8 @@ def collect_report(loaded: LoadedSettings | None = None) -> dict[str, Any]:
         "gpus": gpus,
         "audio": probe_audio(),
         "models": models_report(loaded),
+        "remote": health_report(loaded.settings),  # the MOSS-Speech server's /health, if set
+        "end_of_turn": end_of_turn_status(),
         "display": display_status().as_dict(),
         "paths": {"config": str(paths.config_dir()), "data": str(paths.data_dir()),
                   "models": str(paths.models_dir()), "logs": str(paths.log_dir()),
@@ -136,8 +145,24 @@ def format_report(report: dict[str, Any]) -> str:
         entry = models[kind]
         mark = ok if entry["ok"] else bad
         where = entry["path"] or "not set"
-        detail = "verified" if entry["ok"] else "; ".join(entry["problems"])
+        detail = "verified" if entry["ok"] else "; ".join(entry["problems"]) + (
+            f". {entry['advice']}" if entry.get("advice") else "")
         lines.append(f"{mark}{kind} folder {where}: {detail}")
+        if "revision" in entry:
+            lines.append(f"    {entry['revision']['message']}")
+            lines.append(f"    {entry['hashes']['message']}")
+        else:
+            lines.append(f"    this app is validated with revision {entry['validated_revision']}")
+    for check in models.get("hash_checks", []):
+        lines.append(f"{ok if check['ok'] else bad}SHA-256 check of the {check['kind']} folder: "
+                     f"{check['message']}")
+    remote = report.get("remote")
+    if remote:
+        detail = f"ready ({remote['status']})" if remote["ok"] else remote["problem"]
+        lines.append(f"{ok if remote['ok'] else bad}server {remote['url'] or ''}: {detail}")
+    turn_end = report["end_of_turn"]
+    lines.append(f"{ok}end-of-turn model: {turn_end['path']}" if turn_end["available"]
+                 else f"{bad}end-of-turn model: {turn_end['reason']}")
     display = report["display"]
     shown = display["reason"] if display["available"] else f"none ({display['reason']})"
     lines.append(f"{ok if display['available'] else bad}display: {shown}")

@@ -41,7 +41,8 @@ class StateChanged:
 @dataclass(frozen=True)
 class UserSpeechStarted:
     turn_id: int
-    t_s: float
+    t_s: float  # the speech onset
+    audio_from_s: float | None = None  # the turn's audio starts here (pre-roll included)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,15 @@ class UserTurnEnded:
     turn_id: int
     t_s: float
     duration_s: float
+
+
+@dataclass(frozen=True)
+class UserTurnDropped:
+    """A user turn that had started was dropped before it ended (muted, switched mode, paused
+    for a recording): no reply follows it."""
+
+    turn_id: int
+    t_s: float
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,19 @@ class BargeInRecord:
 
 
 @dataclass(frozen=True)
+class EndpointDecision:
+    """How the end of a turn was decided: ``by`` silence (no model, the model late, or the
+    long silence after "not yet"), the end-of-turn ``model`` (finished), the turn ``cap``, or
+    the push-to-talk ``release``; the silence waited; the model's probability for the last
+    pause and the CPU time of that decision, when it was asked."""
+
+    by: str
+    silence_ms: float
+    probability: float | None = None
+    model_ms: float | None = None
+
+
+@dataclass(frozen=True)
 class TurnRecord:
     """One turn's latency record; all ``_s`` values are seconds from the first input sample."""
 
@@ -100,6 +123,8 @@ class TurnRecord:
     stages_ms: dict[str, float] = field(default_factory=dict)
     heard_ms: float = 0.0
     barge_in: BargeInRecord | None = None
+    user_audio_from_s: float | None = None  # first sample of the turn's audio (pre-roll)
+    endpoint_decision: EndpointDecision | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +146,16 @@ class DeviceLost:
     device_name: str
     fallback_name: str | None  # the device now in use, or None if there is none
     t_s: float
+
+
+@dataclass(frozen=True)
+class AudioDevicesOpened:
+    """The devices the conversation has open now: after start, after a settings change and
+    after a device was lost or replaced. None: no device of that direction is open, so nothing
+    is heard (input) or played (output) until one is."""
+
+    input_device: str | None
+    output_device: str | None
 
 
 @dataclass(frozen=True)
@@ -233,11 +268,13 @@ class MonitorInputLevel:
 
 @dataclass(frozen=True)
 class PlayTestTone:
-    """Play a short tone on one output device; answered by ToneTestFinished."""
+    """Play a short tone on one output device, or the recording at ``path`` instead (a voice
+    just recorded, played back); answered by ToneTestFinished."""
 
     device_name: str | None
     frequency_hz: float = 440.0
     duration_ms: int = 1000
+    path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -263,17 +300,20 @@ class StopVoiceRecording:
 # ---- settings-panel helpers: device pickers, level meter, test tone, voice recording --------
 # The settings panel asks for these through commands (below); the voice loop owns every audio
 # device, so the UI never opens one itself. A port that cannot do one answers with
-# ErrorReported(category="audio", ...) and the panel shows it.
+# ErrorReported(category="device_check", ...): the panel shows it where it was asked (the
+# conversation's own device problems are category "audio" and become banners).
 
 
 @dataclass(frozen=True)
 class AudioDevicesListed:
-    """Answer to ListAudioDevices: device names as the settings store them."""
+    """Answer to ListAudioDevices: device names as the settings store them; ``problem`` says
+    why none could be listed (no audio system)."""
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     default_input: str | None = None
     default_output: str | None = None
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -318,12 +358,14 @@ PipelineEvent = (
     StateChanged
     | UserSpeechStarted
     | UserTurnEnded
+    | UserTurnDropped
     | ReplyStarted
     | ReplyFinished
     | TranscriptUpdated
     | TurnMeasured
     | EngineStatusChanged
     | DeviceLost
+    | AudioDevicesOpened
     | ErrorReported
     | AudioDevicesListed
     | InputLevelMeasured

@@ -6,7 +6,7 @@ import logging
 import logging.handlers
 import sys
 
-from app.paths import log_dir
+from app.paths import log_dir, open_private, private_dir
 
 LOG_FILE_NAME = "moss-voice.log"
 
@@ -27,6 +27,15 @@ class _CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log whose files are 0600 (POSIX): they name devices, folders and what was
+    said; rotation renames files, so the backups keep the mode."""
+
+    def _open(self):
+        fd = open_private(self.baseFilename, append="a" in self.mode)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
 def setup_logging(verbose: bool = False, to_file: bool = True) -> None:
     root = logging.getLogger()
     if getattr(root, "_moss_voice_configured", False):
@@ -39,9 +48,8 @@ def setup_logging(verbose: bool = False, to_file: bool = True) -> None:
         root.addHandler(console)
     if to_file:
         try:
-            folder = log_dir()
-            folder.mkdir(parents=True, exist_ok=True)
-            handler = logging.handlers.RotatingFileHandler(
+            folder = private_dir(log_dir())
+            handler = PrivateRotatingFileHandler(
                 folder / LOG_FILE_NAME, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
             handler.setFormatter(logging.Formatter(
                 "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))

@@ -1,40 +1,69 @@
 """Download and verify the MOSS-Speech model and codec folders (no Qt).
 
-``download()`` runs ``huggingface_hub.snapshot_download`` into a folder under
-:func:`app.paths.models_dir` and reports bytes, speed and ETA through a callback; a
-``threading.Event`` cancels it (raised inside the progress bar's ``update``, the only hook
-snapshot_download offers). Before anything is fetched, a dry run sizes what is missing and the
-free disk space is checked. Finished files survive a cancel or a failure, so Retry only fetches
-the rest (huggingface_hub does not resume a half file across attempts; dependencies.md §6).
-Verification is :mod:`app.engine.folders`. The installed app runs with Hugging Face's offline
-flags set (:mod:`app.hub_offline`); each Hub call here lifts them for itself only.
+Every download is pinned to the revision this app is validated with (:data:`REPOS`, the one
+place that names them). The Hub's manifest for that revision (:mod:`app.hub_manifest`) says
+which files exist, their sizes and hashes; each file is then fetched with
+``huggingface_hub.hf_hub_download`` at that commit, and checked by SHA-256 (git's SHA-1 for the
+small non-LFS files) against the manifest, the result recorded in the folder
+(:mod:`app.folder_hashes`). A file that does not match is fetched once more, then reported by
+name.
+
+A cancelled or failed download continues from the files already there: files recorded as
+verified are skipped, files of the right size are hashed rather than fetched, and the rest is
+fetched (a half file starts again: huggingface_hub removes its partial file; it resumes with a
+Range request only within one attempt). Free disk space is checked before each attempt.
+
+No credentials are sent unless the person asks (``use_token``; the repositories are public), and
+no Hub request is made outside :func:`app.hub_offline.hub_online` (which refuses when the person
+set ``HF_HUB_OFFLINE`` themselves). ``HF_ENDPOINT`` (a mirror) is read at call time and gets the
+same pinning and checks.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
+from app.download_progress import (  # noqa: F401  (re-exported: the model manager's names)
+    CheckCancelledError,
+    DownloadCancelledError,
+    DownloadProgress,
+    ModelStoreError,
+    ProgressCallback,
+    ProgressTracker,
+    format_bytes,
+    format_duration,
+    progress_bar_class,
+    silent_bar_class,
+)
 from app.engine.folders import FolderCheck, verify_codec_folder, verify_model_folder
+from app.folder_hashes import (
+    FolderPlan,
+    HashState,
+    hash_and_record,
+    plan_folder,
+    save_state,
+    state_for,
+)
+from app.hub_errors import describe_hub_error, is_transient
+from app.hub_manifest import HubFile, RevisionManifest, manifest_for, short
 from app.hub_offline import hub_online
-from app.paths import models_dir
-
-if TYPE_CHECKING:
-    from tqdm.auto import tqdm
+from app.paths import models_dir, private_dir
 
 log = logging.getLogger(__name__)
 
 FolderKind = Literal["model", "codec"]
 DISK_RESERVE_BYTES = 1 << 30  # keep 1 GiB free after the download
-SPEED_WINDOW_S = 5.0  # speed is averaged over the last few seconds
+FETCHES_PER_FILE = 2  # a file whose hash is wrong is fetched once more, then reported
 
 
 @dataclass(frozen=True)
@@ -43,26 +72,31 @@ class RepoSpec:
     repo_id: str
     folder_name: str
     title: str
+    revision: str  # the commit this app is validated with (moss_speech_contract.md §0)
+
+    @property
+    def short_revision(self) -> str:
+        return short(self.revision)
 
 
 REPOS: dict[FolderKind, RepoSpec] = {
-    "model": RepoSpec("model", "OpenMOSS-Team/MOSS-Speech", "MOSS-Speech", "MOSS-Speech model"),
+    "model": RepoSpec("model", "OpenMOSS-Team/MOSS-Speech", "MOSS-Speech", "MOSS-Speech model",
+                      "cff025bb41d8459d59abac0b5e44aba7f659ec9e"),
     "codec": RepoSpec("codec", "OpenMOSS-Team/MOSS-Speech-Codec", "MOSS-Speech-Codec",
-                      "MOSS-Speech codec"),
+                      "MOSS-Speech codec", "eeec733e4e1dea7da444d332d8e1621ef257414c"),
 }
-
-
-class ModelStoreError(Exception):
-    """A download cannot go on; the message says why and what to do."""
-
-
-class DownloadCancelledError(ModelStoreError):
-    def __init__(self) -> None:
-        super().__init__("Download cancelled. Finished files are kept; Retry fetches the rest.")
 
 
 class NotEnoughDiskSpaceError(ModelStoreError):
     pass
+
+
+class HashMismatchError(ModelStoreError):
+    """Files whose bytes differ from what the Hub publishes, even after fetching them again."""
+
+    def __init__(self, message: str, files: Sequence[str]) -> None:
+        super().__init__(message)
+        self.files = tuple(files)
 
 
 def default_destination(kind: FolderKind) -> Path:
@@ -77,6 +111,22 @@ def verify(kind: FolderKind, folder: Path | str) -> FolderCheck:
 def hub_endpoint() -> str | None:
     """``HF_ENDPOINT`` read at call time (huggingface_hub reads it once, at import)."""
     return os.environ.get("HF_ENDPOINT", "").strip() or None
+
+
+def hub_token(use_token: bool) -> bool | None:
+    """``False`` sends no credentials; ``None`` lets huggingface_hub send the logged-in token."""
+    return None if use_token else False
+
+
+def manifest(spec: RepoSpec, endpoint: str | None = None, *, use_token: bool = False,
+             revision: str | None = None, online: bool = True) -> RevisionManifest | None:
+    """The files of ``revision`` (the validated one by default): cached, else asked of the Hub."""
+    try:
+        return manifest_for(spec.repo_id, revision or spec.revision,
+                            endpoint=endpoint or hub_endpoint(), token=hub_token(use_token),
+                            online=online)
+    except Exception as exc:
+        raise ModelStoreError(describe_hub_error(spec, exc, revision)) from exc
 
 
 # ---- planning: what is missing, and is there room for it -----------------------------------
@@ -94,6 +144,7 @@ class DownloadPlan:
     repo_id: str
     destination: Path
     files: tuple[PlannedFile, ...]
+    revision: str = ""
 
     @property
     def total_bytes(self) -> int:
@@ -108,20 +159,22 @@ class DownloadPlan:
         return sum(1 for f in self.files if f.will_download)
 
 
-def plan_download(spec: RepoSpec, destination: Path, endpoint: str | None = None) -> DownloadPlan:
-    """Ask the Hub (dry run) which files exist, how big they are and which are missing here."""
-    from huggingface_hub import snapshot_download
+def plan_download(spec: RepoSpec, destination: Path, endpoint: str | None = None, *,
+                  use_token: bool = False) -> DownloadPlan:
+    """Which files the validated revision has, how big they are and which must be fetched
+    (missing, another size, or recorded as not matching)."""
+    files = manifest(spec, endpoint, use_token=use_token)
+    assert files is not None  # online: fetched or raised
+    return _as_download_plan(spec, Path(destination), files,
+                             plan_folder(Path(destination), files, state_for(destination, files)))
 
-    try:
-        with hub_online():
-            infos = snapshot_download(spec.repo_id, local_dir=destination, dry_run=True,
-                                      endpoint=endpoint or hub_endpoint(),
-                                      tqdm_class=silent_bar_class())
-    except Exception as exc:
-        raise ModelStoreError(describe_hub_error(spec, exc)) from exc
-    files = tuple(PlannedFile(i.filename, int(i.file_size or 0), bool(i.will_download))
-                  for i in infos)
-    return DownloadPlan(spec.repo_id, Path(destination), files)
+
+def _as_download_plan(spec: RepoSpec, destination: Path, files: RevisionManifest,
+                      plan: FolderPlan) -> DownloadPlan:
+    fetch = {f.name for f in plan.to_fetch}
+    return DownloadPlan(spec.repo_id, destination,
+                        tuple(PlannedFile(f.name, f.size_bytes, f.name in fetch)
+                              for f in files.files), files.revision)
 
 
 def free_disk_bytes(path: Path) -> int:
@@ -144,246 +197,180 @@ def disk_space_problem(plan: DownloadPlan, free_bytes: int,
             "choose another folder.")
 
 
-# ---- progress -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DownloadProgress:
-    repo_id: str
-    bytes_done: int
-    bytes_total: int
-    speed_bytes_per_s: float
-    eta_s: float | None  # None until a speed is known
-    attempt: int
-
-    @property
-    def fraction(self) -> float:
-        return min(1.0, self.bytes_done / self.bytes_total) if self.bytes_total else 0.0
-
-
-ProgressCallback = Callable[[DownloadProgress], None]
-
-
-class ProgressTracker:
-    """Sums bytes written to disk from all download threads; raises on cancel (thread-safe)."""
-
-    def __init__(self, repo_id: str, bytes_total: int, on_progress: ProgressCallback,
-                 cancel: threading.Event, clock: Callable[[], float] = time.monotonic,
-                 min_interval_s: float = 0.1) -> None:
-        self.repo_id = repo_id
-        self.bytes_total = bytes_total
-        self.bytes_done = 0
-        self.attempt = 1
-        self._on_progress = on_progress
-        self._cancel = cancel
-        self._clock = clock
-        self._min_interval_s = min_interval_s
-        self._lock = threading.Lock()
-        self._samples: list[tuple[float, int]] = []  # (time, bytes_done) over SPEED_WINDOW_S
-        self._last_report_s = -1e9
-
-    def check_cancel(self) -> None:
-        if self._cancel.is_set():
-            raise DownloadCancelledError()
-
-    def add_bytes(self, n_bytes: int) -> None:
-        self.check_cancel()
-        with self._lock:
-            self.bytes_done += int(n_bytes)
-            now = self._clock()
-            self._samples.append((now, self.bytes_done))
-            while len(self._samples) > 2 and now - self._samples[0][0] > SPEED_WINDOW_S:
-                self._samples.pop(0)
-            if now - self._last_report_s < self._min_interval_s:
-                return
-            self._last_report_s = now
-            progress = self.snapshot_locked(now)
-        self._on_progress(progress)
-
-    def report(self) -> None:
-        """Send the current state now (at start, on retries and at the end)."""
-        with self._lock:
-            progress = self.snapshot_locked(self._clock())
-        self._on_progress(progress)
-
-    def snapshot_locked(self, now: float) -> DownloadProgress:
-        speed = 0.0
-        if len(self._samples) >= 2:
-            (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
-            speed = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
-        remaining = max(0, self.bytes_total - self.bytes_done)
-        eta = remaining / speed if speed > 0 else (0.0 if remaining == 0 else None)
-        return DownloadProgress(self.repo_id, self.bytes_done, self.bytes_total, speed, eta,
-                                self.attempt)
-
-
-def progress_bar_class(tracker: ProgressTracker) -> type[tqdm]:
-    """A tqdm subclass for ``snapshot_download(tqdm_class=...)`` that feeds ``tracker``.
-
-    snapshot_download makes three bars: "Downloading bytes" (network), "Reconstructing ..."
-    (bytes written to disk; counted here) and "Fetching N files". Every update and refresh
-    checks cancel.
-    """
-
-    class TrackerBar(silent_bar_class()):  # type: ignore[misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._counts_bytes = str(kwargs.get("desc", "")).startswith("Reconstructing")
-
-        def update(self, n: float | None = 1) -> bool | None:
-            if self._counts_bytes and n:
-                tracker.add_bytes(int(n))
-            else:
-                tracker.check_cancel()
-            return super().update(n)
-
-        def refresh(self, *args: Any, **kwargs: Any) -> None:
-            # Called as each file's download starts (before its body is read): cancel there too,
-            # so files queued behind a cancelled one are not fetched.
-            tracker.check_cancel()
-            super().refresh(*args, **kwargs)
-
-    return TrackerBar
-
-
-class _NullFile:
-    def write(self, _text: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        return None
-
-
-@functools.cache
-def silent_bar_class() -> type[tqdm]:
-    """A progress bar that prints nothing (dry runs; the base of the download's bar).
-
-    Made on first use: importing tqdm.auto pulls in asyncio, and the first-run screen imports
-    this module only for the repository names."""
-    from tqdm.auto import tqdm
-
-    class SilentBar(tqdm):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.pop("name", None)
-            kwargs["file"] = _NullFile()
-            super().__init__(*args, **kwargs)
-
-        def display(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    return SilentBar
-
-
 # ---- download -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    """One download call: where, from where, and what it has done so far."""
+
+    spec: RepoSpec
+    destination: Path
+    files: RevisionManifest
+    state: HashState
+    endpoint: str | None
+    token: bool | None
+    on_progress: ProgressCallback
+    cancel: threading.Event
+    clock: Callable[[], float]
+    max_workers: int
+    attempt: int = 0
+
+    def tracker(self, total: int, phase: Literal["download", "verify"]) -> ProgressTracker:
+        tracker = ProgressTracker(self.spec.repo_id, total, self.on_progress, self.cancel,
+                                  self.clock, phase=phase)
+        tracker.attempt = max(1, self.attempt)
+        return tracker
 
 
 def download(kind: FolderKind, destination: Path | None, on_progress: ProgressCallback,
              cancel: threading.Event, *, endpoint: str | None = None, retries: int = 3,
              retry_wait_s: float = 3.0, max_workers: int = 4,
              clock: Callable[[], float] = time.monotonic,
-             free_bytes: Callable[[Path], int] = free_disk_bytes) -> FolderCheck:
-    """Download one repository into ``destination`` and verify it.
+             free_bytes: Callable[[Path], int] = free_disk_bytes,
+             use_token: bool = False) -> FolderCheck:
+    """Download the validated revision of one repository into ``destination``, check every
+    file's hash, and verify the folder's structure.
 
-    Raises :class:`DownloadCancelledError`, :class:`NotEnoughDiskSpaceError` or
-    :class:`ModelStoreError` (with what to do). Transient network failures are retried
-    ``retries`` times, waiting ``retry_wait_s`` (interrupted by cancel); completed files are
-    never fetched twice.
+    Raises :class:`DownloadCancelledError`, :class:`NotEnoughDiskSpaceError`,
+    :class:`HashMismatchError` or :class:`ModelStoreError` (with what to do). Transient
+    network failures are retried ``retries`` times, waiting ``retry_wait_s`` (interrupted by
+    cancel); verified files are never fetched twice.
     """
     spec = REPOS[kind]
     destination = Path(destination) if destination else default_destination(kind)
     endpoint = endpoint or hub_endpoint()
-    plan = plan_download(spec, destination, endpoint)
-    problem = disk_space_problem(plan, free_bytes(destination))
-    if problem:
-        raise NotEnoughDiskSpaceError(problem)
-    first_missing = plan.missing_bytes
-    tracker = ProgressTracker(spec.repo_id, first_missing, on_progress, cancel, clock)
-    tracker.report()
-    for attempt in range(1, retries + 2):
-        tracker.attempt = attempt
-        # Files finished by earlier attempts count as done; a half file starts again.
-        tracker.bytes_done = first_missing - plan.missing_bytes
-        try:
-            _snapshot(spec, destination, tracker, endpoint, max_workers)
+    files = manifest(spec, endpoint, use_token=use_token)
+    assert files is not None
+    job = _Job(spec, destination, files, state_for(destination, files), endpoint,
+               hub_token(use_token), on_progress, cancel, clock, max_workers)
+    fetched: Counter[str] = Counter()
+    hashed: Counter[str] = Counter()
+    while True:
+        plan = plan_folder(destination, files, job.state)
+        if plan.to_hash:  # present but not (or no longer) verified: hashing beats fetching
+            _refuse_rehashing(job, plan, hashed)
+            _hash_files(job, plan.to_hash)
+            hashed.update(f.name for f in plan.to_hash)
+            continue
+        if not plan.to_fetch:
             break
+        _refuse_refetching(job, plan, fetched)
+        problem = disk_space_problem(_as_download_plan(spec, destination, files, plan),
+                                     free_bytes(destination))
+        if problem:
+            raise NotEnoughDiskSpaceError(problem)
+        job.attempt += 1
+        try:
+            fetched.update(_fetch_files(job, plan.to_fetch))
         except DownloadCancelledError:
             raise
         except Exception as exc:
-            if not is_transient(exc) or attempt > retries:
+            if not is_transient(exc) or job.attempt > retries:
                 raise ModelStoreError(describe_hub_error(spec, exc)) from exc
-            log.warning("download of %s failed (attempt %d): %s", spec.repo_id, attempt, exc)
+            log.warning("download of %s failed (attempt %d): %s", spec.repo_id, job.attempt, exc)
             if cancel.wait(retry_wait_s):
                 raise DownloadCancelledError() from exc
-            plan = plan_download(spec, destination, endpoint)  # what is still missing
-    tracker.bytes_done = tracker.bytes_total
-    tracker.report()
+    job.state.accepted_revision = None  # it is the validated revision now
+    _save(job)
     return verify(kind, destination)
 
 
-def _snapshot(spec: RepoSpec, destination: Path, tracker: ProgressTracker,
-              endpoint: str | None, max_workers: int) -> None:
-    from huggingface_hub import snapshot_download
-
-    destination.mkdir(parents=True, exist_ok=True)
-    with hub_online():
-        snapshot_download(spec.repo_id, local_dir=destination, endpoint=endpoint,
-                          tqdm_class=progress_bar_class(tracker), max_workers=max_workers)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Network drops, timeouts and server errors are worth a retry; 4xx and disk errors are not."""
-    from huggingface_hub.errors import HfHubHTTPError
-
-    if isinstance(exc, HfHubHTTPError):
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-        return status is None or status >= 500 or status == 429
-    name = type(exc).__name__
-    transient_names = ("ConnectError", "TimeoutException", "ReadTimeout", "ConnectTimeout",
-                       "RemoteProtocolError", "ReadError", "NetworkError", "WriteError")
-    return name in transient_names or any(t in name for t in ("Timeout", "Connect"))
+def _refuse_refetching(job: _Job, plan: FolderPlan, fetched: Counter[str]) -> None:
+    spent = [f.name for f in plan.to_fetch if fetched[f.name] >= FETCHES_PER_FILE]
+    if spent:
+        where = job.endpoint or "the Hub"
+        raise HashMismatchError(
+            f"{', '.join(spent)} of {job.spec.repo_id} did not match the SHA-256 that {where} "
+            f"publishes for revision {job.spec.short_revision}, even after fetching it again. "
+            "The download or the disk is damaging data (or a mirror serves other files); press "
+            "Retry to fetch it once more, or check the disk and the network.", spent)
 
 
-def describe_hub_error(spec: RepoSpec, exc: BaseException) -> str:
-    """What went wrong, in words, with what to do next."""
-    from huggingface_hub.errors import (
-        DryRunError,
-        GatedRepoError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-    )
-
-    cause = exc.__cause__ or exc.__context__
-    if isinstance(exc, DryRunError) and cause is not None:
-        exc = cause  # the dry run wraps the real reason (not found, no network, ...)
-    detail = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-    if isinstance(exc, GatedRepoError):
-        return (f"{spec.repo_id} needs a Hugging Face login with access to it. Log in with "
-                f"`hf auth login`, then press Retry. ({detail})")
-    if isinstance(exc, RepositoryNotFoundError):
-        return (f"{spec.repo_id} was not found on the Hub (or needs a login). Check the network, "
-                f"or choose a folder you already have. ({detail})")
-    if isinstance(exc, (DryRunError, LocalEntryNotFoundError)) or is_transient(exc):
-        return (f"Cannot reach Hugging Face to download {spec.repo_id}. Check the internet "
-                f"connection and press Retry, or choose a folder you already have. ({detail})")
-    if isinstance(exc, OSError):
-        return (f"Writing {spec.repo_id} to disk failed: {detail}. Check the folder's "
-                "permissions and free space, then press Retry.")
-    return f"Downloading {spec.repo_id} failed: {detail}. Press Retry."
+def _refuse_rehashing(job: _Job, plan: FolderPlan, hashed: Counter[str]) -> None:
+    """A file hashed twice in one download and still not settled is being changed meanwhile."""
+    busy = [f.name for f in plan.to_hash if hashed[f.name] >= 2]
+    if busy:
+        raise ModelStoreError(f"{', '.join(busy)} in {job.destination} keeps changing while it "
+                              "is checked; is another program writing to this folder? Close it "
+                              "and press Retry.")
 
 
-def format_bytes(n_bytes: float) -> str:
-    value = float(n_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
+def _hash_files(job: _Job, files: Sequence[HubFile]) -> None:
+    tracker = job.tracker(sum(f.size_bytes for f in files), "verify")
+    tracker.report()
+    for hub_file in files:
+        tracker.check_cancel()
+        record = hash_and_record(job.destination, hub_file, job.state, tracker.add_bytes)
+        if not record.ok:
+            log.warning("%s of %s does not match the Hub's hash (%s); fetching it again",
+                        hub_file.name, job.spec.repo_id, hub_file.digest_kind)
+    tracker.report()
 
 
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
+def _fetch_files(job: _Job, files: Sequence[HubFile]) -> list[str]:
+    """Fetch ``files`` at the pinned commit, ``max_workers`` at a time; returns those that came.
+
+    Each worker thread goes online for itself only. On the first failure no further file is
+    started; files already being fetched finish (or stop at cancel)."""
+    from huggingface_hub import hf_hub_download
+
+    tracker = job.tracker(sum(f.size_bytes for f in files), "download")
+    tracker.report()
+    bar = progress_bar_class(tracker)
+    stop = threading.Event()
+    private_dir(job.destination)  # 0700 like every folder of the app (POSIX)
+    remove_stale_partials(job.destination)
+
+    def fetch(hub_file: HubFile) -> str:
+        if stop.is_set():
+            raise DownloadCancelledError()
+        tracker.check_cancel()
+        present = (job.destination / hub_file.name).exists()
+        with hub_online():
+            hf_hub_download(job.spec.repo_id, hub_file.name, revision=job.spec.revision,
+                            local_dir=job.destination, endpoint=job.endpoint, token=job.token,
+                            tqdm_class=bar, force_download=present)
+        return hub_file.name
+
+    done: list[str] = []
+    with ThreadPoolExecutor(max_workers=max(1, job.max_workers),
+                            thread_name_prefix=f"fetch-{job.spec.kind}") as pool:
+        futures = [pool.submit(fetch, f) for f in files]
+        errors: list[BaseException] = []
+        for future in futures:
+            error = future.exception()
+            if error is None:
+                done.append(future.result())
+            elif not isinstance(error, DownloadCancelledError) or not errors:
+                errors.append(error)
+                stop.set()
+    if errors:
+        tracker.check_cancel()  # a cancel wins over the errors it caused
+        raise next((e for e in errors if not isinstance(e, DownloadCancelledError)), errors[0])
+    tracker.report()
+    return done
+
+
+def remove_stale_partials(folder: Path, idle_s: float = 600.0) -> int:
+    """Delete huggingface_hub's partial files left by a killed process (it never reuses them:
+    their names are unique to a download) once untouched for ``idle_s``; returns bytes freed."""
+    freed = 0
+    for partial in (folder / ".cache" / "huggingface" / "download").rglob("*.incomplete"):
+        try:
+            stat = partial.stat()
+            if time.time() - stat.st_mtime >= idle_s:
+                partial.unlink()
+                freed += stat.st_size
+        except OSError:
+            continue
+    if freed:
+        log.info("removed %s of partial downloads left in %s", format_bytes(freed), folder)
+    return freed
+
+
+def _save(job: _Job) -> None:
+    try:
+        save_state(job.destination, job.state)
+    except OSError as exc:
+        log.warning("%s", exc)

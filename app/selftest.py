@@ -72,21 +72,35 @@ def check_resources(ctx: SelfTestContext) -> str:
 
 
 def check_offline_mode(ctx: SelfTestContext) -> str:
-    """Bundles start offline (runtime hook); the model manager can still go online."""
+    """Start-up turns Hugging Face offline (source and bundle alike) unless the person set a
+    flag; the model manager's download threads, and only they, can go online."""
+    import threading
+
     from huggingface_hub import constants
 
-    from app.hub_offline import hub_online
+    from app.hub_offline import hub_is_offline, hub_online, person_switches, user_offline_flag
 
-    frozen = bool(getattr(sys, "frozen", False))
-    if frozen and not constants.HF_HUB_OFFLINE:
-        raise RuntimeError("the bundle is not in Hugging Face offline mode (runtime hook missing)")
-    before = constants.HF_HUB_OFFLINE
+    flag = user_offline_flag()
+    if flag:
+        return f"offline ({flag} set by you; downloads are off)"
+    if not hub_is_offline():
+        theirs = [f"{name}={value}" for name, value in person_switches().items()]
+        if theirs:
+            return f"online ({', '.join(theirs)} set by you)"
+        raise RuntimeError("Hugging Face is not in offline mode (start-up did not set it)")
+    other_thread: list[bool] = []
     with hub_online():
-        if constants.HF_HUB_OFFLINE:
-            raise RuntimeError("hub_online() did not lift the offline flag")
-    if before != constants.HF_HUB_OFFLINE:
-        raise RuntimeError("hub_online() did not restore the offline flag")
-    return "offline, lifted for downloads only" if before else "online (not a bundle)"
+        if constants.is_offline_mode():
+            raise RuntimeError("hub_online() did not lift offline mode for its thread")
+        probe = threading.Thread(
+            target=lambda: other_thread.append(bool(constants.is_offline_mode())))
+        probe.start()
+        probe.join()
+    if other_thread != [True]:
+        raise RuntimeError("hub_online() lifted offline mode for other threads too")
+    if not constants.is_offline_mode():
+        raise RuntimeError("hub_online() did not restore offline mode")
+    return "offline; lifted for the model manager's download threads only"
 
 
 def check_voice_activity_model(ctx: SelfTestContext) -> str:

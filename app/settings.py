@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Group(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
 
-EngineKind = Literal["echo", "moss_speech"]
+EngineKind = Literal["echo", "moss_speech", "remote"]
 ComputeDevice = Literal["auto", "cuda", "cpu", "npu"]
 Precision = Literal["bf16", "int8", "int4", "fp32"]
 OutputModality = Literal["audio", "text"]
@@ -29,8 +30,9 @@ FirstHop = Literal["aggressive", "aligned"]
 class EngineSettings(_Group):
     kind: EngineKind = Field(
         "echo",
-        description="Which engine answers: 'moss_speech' (the model) or 'echo' (a demo that "
-        "plays your own words back; no model needed).",
+        description="Which engine answers: 'moss_speech' (the model on this PC), 'remote' (a "
+        "MOSS-Speech server, see Server address) or 'echo' (a demo that plays your own words "
+        "back; no model needed).",
     )
     model_dir: Path | None = Field(None, description="Folder of OpenMOSS-Team/MOSS-Speech.")
     codec_dir: Path | None = Field(None, description="Folder of OpenMOSS-Team/MOSS-Speech-Codec.")
@@ -62,6 +64,63 @@ class EngineSettings(_Group):
     speculative_pause_ms: int = Field(
         150, ge=50, le=2000, description="Pause after which a speculative answer starts."
     )
+    # ---- engine.kind = "remote": MOSS-Speech served by sglang-omni (docs/remote-engine.md).
+    # The optional API key is kept in the system keyring, never here.
+    remote_url: str = Field(
+        "",
+        title="Server address",
+        description="Remote engine: address of the MOSS-Speech server (sglang-omni), e.g. "
+        "http://192.168.1.20:8000.",
+    )
+    remote_model: str = Field(
+        "moss-speech", description="Remote engine: model name sent with each request."
+    )
+    remote_connect_timeout_s: float = Field(
+        5.0, ge=0.1, le=120.0, description="Remote engine: how long to wait for a connection."
+    )
+    remote_first_audio_timeout_s: float = Field(
+        60.0,
+        ge=0.1,
+        le=900.0,
+        description="Remote engine: how long a reply may take to start (a busy server queues "
+        "requests; about 2.5 s on an idle A800).",
+    )
+    remote_stall_timeout_s: float = Field(
+        15.0,
+        ge=0.05,
+        le=600.0,
+        description="Remote engine: a reply that sends nothing for this long is stopped.",
+    )
+    remote_busy_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Remote engine: times a reply is asked again, with growing waits, while "
+        "the server's queue is full (HTTP 503).",
+    )
+    remote_context_rows: int = Field(
+        512,
+        ge=64,
+        le=40960,
+        description="Remote engine: prompt rows the server accepts (the sglang-omni preset takes "
+        "512, about 35 s of conversation); older turns leave the request beyond it.",
+    )
+
+    @field_validator("remote_url")
+    @classmethod
+    def _check_remote_url(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the server address must start with http:// or https:// and name "
+                             "a host, e.g. http://192.168.1.20:8000")
+        try:
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError as exc:
+            raise ValueError(f"the server address has a bad port: {exc}") from exc
+        return value
 
 
 class StreamingSettings(_Group):
@@ -111,7 +170,23 @@ class VadSettings(_Group):
         250, ge=0, le=2000, description="Shorter bursts (clicks, coughs) do not start a turn."
     )
     endpoint_silence_ms: int = Field(
-        500, ge=100, le=5000, description="Silence that ends your turn."
+        500, ge=100, le=5000, description="Silence that ends your turn (without the "
+        "end-of-turn model, or when it answers late)."
+    )
+    smart_endpoint: bool = Field(
+        True, description="Ask the end-of-turn model at each pause whether you have finished: "
+        "a finished sentence is answered at once, a thinking pause is waited through."
+    )
+    smart_pause_ms: int = Field(
+        150, ge=60, le=1000, description="Silence after which the end-of-turn model is asked."
+    )
+    smart_long_silence_ms: int = Field(
+        1800, ge=300, le=10000, description="Longest silence waited when the model says you "
+        "have not finished."
+    )
+    smart_threshold: float = Field(
+        0.85, gt=0.0, lt=1.0, description="Model probability above which the turn is finished "
+        "(higher: fewer cuts at a pause inside a sentence, slower answers)."
     )
     pre_roll_ms: int = Field(
         300, ge=0, le=2000, description="Audio kept from before the detected onset."
@@ -168,15 +243,36 @@ class TranscriptSettings(_Group):
     )
 
 
+class DownloadSettings(_Group):
+    send_hf_token: bool = Field(
+        False,
+        title="Send Hugging Face token",
+        description="Send your Hugging Face login token with model downloads (to huggingface.co, "
+        "or to the mirror named in HF_ENDPOINT). The models are public: leave this off unless "
+        "your mirror needs a login.",
+    )
+
+
 class UiSettings(_Group):
     first_run_done: bool = Field(False, description="The first-run screen was completed.")
 
 
-# Settings the engine is built from: changing one of them rebuilds (reloads) the engine. Every
-# other change reaches the running engine through ``Engine.apply_settings`` (sampling, system
-# prompt, output modality, context bound, streaming chunk and first hop, voice prompt).
+# Settings the engine is built from: changing one of them rebuilds (reloads) the engine on its
+# worker while the current one keeps answering. Every other change reaches the running engine
+# through ``Engine.apply_settings`` (sampling, system prompt, output modality, context bound,
+# streaming chunk and first hop).
 ENGINE_BUILD_KEYS = frozenset({"engine.kind", "engine.model_dir", "engine.codec_dir",
-                               "engine.device", "engine.precision"})
+                               "engine.device", "engine.precision", "engine.voice_prompt",
+                               "engine.remote_url"})
+# Build inputs an engine that is already running the wanted model takes in place
+# (``Engine.apply_settings``; a voice is seconds to prepare, a model reload much longer).
+IN_PLACE_BUILD_KEYS = frozenset({"engine.voice_prompt"})
+# Settings that decide whether a build can succeed at all (the voice is needed only for spoken
+# replies; the context bound and flow-cache budget count in the memory check): while the wanted
+# engine is not running because its build failed, changing one of them tries again.
+BUILD_OUTCOME_KEYS = ENGINE_BUILD_KEYS | {"engine.output_modality", "engine.context_max_rows",
+                                          "streaming.flow_cache_budget_mib",
+                                          "sampling.max_new_rows"}
 
 
 class Settings(_Group):
@@ -191,6 +287,7 @@ class Settings(_Group):
     echo: EchoSettings = EchoSettings()
     audio: AudioSettings = AudioSettings()
     transcript: TranscriptSettings = TranscriptSettings()
+    downloads: DownloadSettings = DownloadSettings()
     ui: UiSettings = UiSettings()
 
     def with_value(self, dotted_key: str, value: object) -> Settings:
@@ -218,5 +315,15 @@ def changed_keys(old: Settings, new: Settings) -> list[str]:
             for k in b[g] if a.get(g, {}).get(k) != b[g][k]]
 
 
-def needs_engine_rebuild(old: Settings, new: Settings) -> bool:
-    return any(key in ENGINE_BUILD_KEYS for key in changed_keys(old, new))
+def rebuild_keys(old: Settings, new: Settings, engine_running: bool = True) -> list[str]:
+    """The changed keys that make going from ``old`` to ``new`` rebuild the engine.
+
+    ``engine_running``: the engine ``old`` names is the one answering (False while the echo demo
+    stands in for a model that could not be loaded: then any change that can decide the build's
+    outcome tries again, so choosing the missing voice loads the model at once)."""
+    wanted = BUILD_OUTCOME_KEYS if not engine_running else ENGINE_BUILD_KEYS - IN_PLACE_BUILD_KEYS
+    return [key for key in changed_keys(old, new) if key in wanted]
+
+
+def needs_engine_rebuild(old: Settings, new: Settings, engine_running: bool = True) -> bool:
+    return bool(rebuild_keys(old, new, engine_running))

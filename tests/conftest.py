@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
+
+from app.hub_offline import APPLIED_MARKER, OFFLINE_FLAGS
 
 
 @pytest.fixture(autouse=True)
@@ -16,6 +19,18 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("MOSS_VOICE_HOME", str(home))
     monkeypatch.delenv("MOSS_VOICE_SETTINGS", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def hugging_face_flags_restored(monkeypatch: pytest.MonkeyPatch):
+    """Each test starts with no Hugging Face offline flags, and ends with huggingface_hub online
+    again: ``app.cli.main`` (called in-process by many tests) turns the process offline."""
+    for name in (*OFFLINE_FLAGS, APPLIED_MARKER):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = False  # type: ignore[attr-defined]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

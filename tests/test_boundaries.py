@@ -59,3 +59,77 @@ def test_ui_does_not_load_torch_or_audio_devices() -> None:
     assert "torch" not in loaded
     assert "sounddevice" not in loaded
     assert not any(m.startswith("app.engine.moss_speech") for m in loaded)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the app modules it imports anywhere (top level, in functions, under
+    TYPE_CHECKING). A package's ``__init__`` re-exporting its own submodules is a facade, not
+    a dependency, and is left out."""
+    modules = {}
+    for path in APP.rglob("*.py"):
+        parts = path.relative_to(APP.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        package = name if is_package else name.rpartition(".")[0]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    root = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(root + ([base] if base else []))
+                submodules = [f"{base}.{alias.name}" for alias in node.names]
+                targets = [t for t in submodules if t in modules] or [base]
+            deps |= {t for t in targets if t in modules and t != name
+                     and not (is_package and t.startswith(name + "."))}
+        graph[name] = deps
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("package", ["app.ui", "app.engine.moss_speech"])
+def test_no_import_circles(package: str) -> None:
+    """Modules that need a little of another (the main window's banners, the device's error)
+    take a narrow interface instead of importing the module that imports them."""
+    codec = "app.engine.moss_speech.codec"  # a package facade with its submodules, by design
+    offending = [group for group in circles(import_graph())
+                 if any(m.startswith(package) for m in group)
+                 and not all(m.startswith(codec) for m in group)]
+    assert offending == [], offending

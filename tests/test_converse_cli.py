@@ -13,7 +13,8 @@ from app.audio.simulated import read_wav, write_wav
 from app.cli import main
 
 TURN_KEYS = {"turn_id", "user_onset_s", "user_end_s", "endpoint_s", "engine_first_audio_s",
-             "first_audible_s", "response_latency_ms", "stages_ms", "heard_ms", "barge_in"}
+             "first_audible_s", "response_latency_ms", "stages_ms", "heard_ms", "barge_in",
+             "user_audio_from_s", "endpoint_decision"}
 BARGE_KEYS = {"onset_s", "detected_s", "silent_s", "stop_latency_ms"}
 SUMMARY_KEYS = {"turns", "response_latency_ms_median", "app_overhead_ms_median",
                 "barge_in_stop_ms_median"}
@@ -37,7 +38,8 @@ def test_converse_writes_the_report_schema_and_the_speaker_wav(
         conversation_wav: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, report_path, lines = tmp_path / "out.wav", tmp_path / "r.json", tmp_path / "t.jsonl"
     assert main(["converse", "--engine", "echo", "--input", str(conversation_wav), "--output",
-                 str(out), "--report", str(report_path), "--metrics-jsonl", str(lines)]) == 0
+                 str(out), "--report", str(report_path), "--metrics-jsonl", str(lines),
+                 "--set", "vad.smart_endpoint=false"]) == 0  # (two turns by silence)
     report = json.loads(report_path.read_text())
     assert set(report) == {"turns", "summary"}
     turns = report["turns"]
@@ -62,7 +64,7 @@ def test_settings_overrides_and_push_to_talk(conversation_wav: Path, tmp_path: P
     report_path = tmp_path / "r.json"
     assert main(["converse", "--input", str(conversation_wav), "--report", str(report_path),
                  "--set", "vad.endpoint_silence_ms=800", "--set", "turn.barge_in=false",
-                 "--quiet"]) == 0
+                 "--set", "vad.smart_endpoint=false", "--quiet"]) == 0
     turns = json.loads(report_path.read_text())["turns"]
     assert turns[0]["stages_ms"]["endpoint_wait"] >= 800 and turns[0]["barge_in"] is None
     assert main(["converse", "--input", str(conversation_wav), "--report", str(report_path),

@@ -47,10 +47,15 @@ def test_download_reports_progress_and_verifies(hub: FakeHub, tmp_path: Path) ->
     check = run_download(hub, "model", tmp_path / "model", progress=progress)
     assert check.ok, check.problems
     total = sum(len(v) for v in tiny_model_files().values())
-    assert progress[0].bytes_done == 0 and progress[0].bytes_total == total
-    assert progress[-1].bytes_done == total and progress[-1].fraction == 1.0
-    done = [p.bytes_done for p in progress]
-    assert done == sorted(done)
+    # First the bytes come, then they are read back for their hashes: each phase 0 → total.
+    assert [p.phase for p in progress] == sorted((p.phase for p in progress),
+                                                 key=["download", "verify"].index)
+    for phase in ("download", "verify"):
+        seen = [p for p in progress if p.phase == phase]
+        assert seen[0].bytes_done == 0 and seen[0].bytes_total == total
+        assert seen[-1].bytes_done == total and seen[-1].fraction == 1.0
+        done = [p.bytes_done for p in seen]
+        assert done == sorted(done)
     for name, data in tiny_model_files().items():
         assert (tmp_path / "model" / name).read_bytes() == data
     # A second run has nothing left to fetch.

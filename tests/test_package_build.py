@@ -67,6 +67,8 @@ def test_bundle_is_lean(built: dict) -> None:
     assert (internal / "torch" / "bin" / "torch_shm_manager").is_file()
     assert (internal / "libportaudio.so.2").is_file()  # audio without a system PortAudio
     assert built["trimmed_bytes"] > 50 * 2**20
+    # installed on Windows under the longest user name, still under MAX_PATH (build.py)
+    assert built["longest_windows_path"] < 260
 
 
 def test_bundle_answers_version_without_a_display(built: dict) -> None:

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from app.paths import write_private
 from app.settings import EchoMode
 
 log = logging.getLogger(__name__)
@@ -233,7 +233,4 @@ class AcousticCheckStore:
         entry: dict[str, object] = {k: v for k, v in asdict(measurement).items() if k != "reason"}
         entry["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         data[pair_key(input_device, output_device)] = entry
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(temporary, self.path)
+        write_private(self.path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))

@@ -28,6 +28,12 @@ residue up to 0.4 s long, starting as early as 0.22 s and over by 1.0 s into the
 ``warmup_far_s`` of far-end activity, unless the verdict is no echo or the latest look at the
 microphone found sound in it that is not an echo (the VAD hears a person, not a leak); the
 turn controller lets speech during a reply only duck it while the guard holds.
+
+Double talk while AEC3 is not trusted yet (issue 14): a person over the reply is recognised
+from the far-end reference (:mod:`app.audio.double_talk`: the microphone 10 dB over the loudest
+echo the far end could make) or by correlation (the detector's sound that is no echo). Then
+the VAD gets the microphone itself, not AEC3's output (which swallowed the start of speech
+even with no echo at all), and the guard lets the barge-in through.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from app.audio.aec_kernels import FRAME_SAMPLES, AecKernel, default_kernel
+from app.audio.double_talk import NearEndDetector
 from app.audio.echo_detector import EchoDetector
 from app.audio.far_end import RATE_HZ, FarEndReference
 from app.settings import EchoMode
@@ -64,6 +71,7 @@ class AecStage:
                  warmup_far_s: float = WARMUP_FAR_S) -> None:
         self.far = FarEndReference()
         self.detector = EchoDetector()
+        self.double_talk = NearEndDetector()
         self._kernel_factory = kernel_factory
         self._kernel: AecKernel | None = None
         self.kernel_name = ""
@@ -121,6 +129,7 @@ class AecStage:
     def _restart_warmup(self) -> None:
         self._far_active_samples = 0
         self.detector.clear()
+        self.double_talk.reset()
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -135,8 +144,18 @@ class AecStage:
     @property
     def warming_up(self) -> bool:
         """AEC3 is not trusted yet (see the module docstring)."""
+        return self._untrusted and not self.person_over_echo
+
+    @property
+    def _untrusted(self) -> bool:
         return (self.active and 0 < self._far_active_samples < self.warmup_far_s * RATE_HZ
-                and self.echo_heard is not False and not self.detector.sound_without_echo)
+                and self.echo_heard is not False)
+
+    @property
+    def person_over_echo(self) -> bool:
+        """The microphone holds a person, not (only) an echo: by correlation (sound that is no
+        echo of what played) or by level (well over the loudest echo the far end could make)."""
+        return self.detector.sound_without_echo or self.double_talk.near_end
 
     @property
     def far_active_s(self) -> float:
@@ -180,6 +199,10 @@ class AecStage:
         out = self._cancel(self._kernel, np.ascontiguousarray(near[:count])) if count else None
         if self._far_active_samples == 0 or self.echo_heard is False:
             return self._emit_microphone()
+        if self._untrusted and self.person_over_echo:
+            # AEC3 is not converged and would eat the person's words; the echo is well under
+            # them (or absent), so the VAD hears the microphone itself.
+            return self._emit_microphone()
         if out is None:
             return mic[:0]
         first = self._fed - count - self._kernel.latency_samples  # input index of out[0]
@@ -211,6 +234,7 @@ class AecStage:
             return None
         out = kernel.process(near, far)
         self.detector.add(near, far, active_samples)
+        self.double_talk.update(near, far, self.detector.sound_without_echo)
         if active_samples:
             self._far_active_samples += active_samples
             mask = np.repeat(active, FRAME_SAMPLES)

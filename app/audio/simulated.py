@@ -23,6 +23,7 @@ headset pulled out.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,9 +52,19 @@ def read_wav(path: Path | str) -> tuple[np.ndarray, int]:
 
 
 def write_wav(path: Path | str, pcm: np.ndarray, sample_rate_hz: int) -> None:
-    """Write float32 samples as 16-bit PCM WAV (values are clipped to [-1, 1])."""
+    """Write float32 samples as 16-bit PCM WAV (values are clipped to [-1, 1]). Inside the
+    app's own folders (voice recordings, the demo) the file is private: 0600 in a 0700 folder;
+    elsewhere (a path the person chose) it follows the umask."""
+    from app.paths import is_app_path, write_private
+
+    clipped = np.clip(pcm, -1.0, 1.0)
+    if is_app_path(path):
+        buffer = io.BytesIO()
+        sf.write(buffer, clipped, sample_rate_hz, subtype="PCM_16", format="WAV")
+        write_private(path, buffer.getvalue())
+        return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    sf.write(str(path), np.clip(pcm, -1.0, 1.0), sample_rate_hz, subtype="PCM_16")
+    sf.write(str(path), clipped, sample_rate_hz, subtype="PCM_16")
 
 
 def _frame_at(t_s: float, rate_hz: int) -> int:

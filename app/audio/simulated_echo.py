@@ -7,14 +7,17 @@ at the matching capture times. So ``gain_db = 0`` means the echo reaches the mic
 loud as the signal sent to the speaker (an echo return loss of ~0 dB, a loud laptop), ``-10``
 ten decibels quieter. ``converse --simulate-echo DELAY_MS:GAIN_DB`` sets it.
 
-Limits: the path is linear and time-invariant, and both devices share one clock (no loudspeaker
-distortion, no drift, nobody walking around), so it tests the alignment, the canceller and the
-barge-in policy, not the canceller's robustness to a real room.
+A measured or modelled room can replace the small built-in response (``response``, e.g. a
+pyroomacoustics room in ``bench turn-taking``), and ``loudspeaker_clip`` adds a small
+loudspeaker's nonlinearity (soft clipping of the peaks plus an even-order term) before the room.
+
+Limits: the path is time-invariant and both devices share one clock (no drift, nobody walking
+around).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +31,28 @@ class SimulatedEcho:
     gain_db: float
     rir_ms: float = 60.0  # length of the room impulse response (direct path + diffuse tail)
     seed: int = 11
+    # A room of its own (direct path first, any scale: it is normalised to unit energy) ...
+    response: np.ndarray | None = field(default=None, compare=False, repr=False)
+    response_rate_hz: int = 16000  # ... at this rate
+    loudspeaker_clip: float | None = None  # soft-clip level of the loudspeaker (None: linear)
+
+    def impulse_response(self, rate_hz: int) -> np.ndarray:
+        """The room's response at ``rate_hz``, unit energy."""
+        if self.response is None:
+            return room_impulse_response(rate_hz, self.rir_ms, self.seed)
+        response = np.asarray(self.response, np.float64)
+        if self.response_rate_hz != rate_hz:
+            import soxr
+
+            response = soxr.resample(response, self.response_rate_hz, rate_hz)
+        return (response / max(1e-12, float(np.linalg.norm(response)))).astype(np.float32)
+
+    def loudspeaker(self, sound: np.ndarray) -> np.ndarray:
+        """What the loudspeaker makes of ``sound``: c·tanh(x/c) plus a small even-order term."""
+        clip = self.loudspeaker_clip
+        if clip is None:
+            return sound
+        return (clip * np.tanh(sound / clip) + 0.1 * sound * sound / clip).astype(np.float32)
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0 or self.rir_ms <= 0:
@@ -67,7 +92,7 @@ class EchoPath:
         self.echo = echo
         self.mic_rate_hz = int(mic_rate_hz)
         self.gain = float(10 ** (echo.gain_db / 20))
-        self.response = room_impulse_response(self.mic_rate_hz, echo.rir_ms, echo.seed)
+        self.response = echo.impulse_response(self.mic_rate_hz)
         self.delay_samples = round(echo.delay_ms * self.mic_rate_hz / 1000)
         self._timeline = SampleTimeline(int(capacity_s * self.mic_rate_hz))
         self._resampler: StreamResampler | None = None
@@ -85,11 +110,16 @@ class EchoPath:
             self._next_mic = round(dac_time_s * self.mic_rate_hz)
             self._tail.fill(0.0)
         self._next_out = position + len(block)
-        sound = self._resampler.process(block)
+        sound = self._resampler.process(self.echo.loudspeaker(block))
         if len(sound) == 0:
             return
         signal = np.concatenate([self._tail, sound])
-        echo = np.convolve(signal, self.response, mode="valid").astype(np.float32)  # [len]
+        if len(self.response) > 512:  # a real room: FFT convolution
+            from scipy.signal import fftconvolve
+
+            echo = fftconvolve(signal, self.response, mode="valid").astype(np.float32)  # [len]
+        else:
+            echo = np.convolve(signal, self.response, mode="valid").astype(np.float32)  # [len]
         self._tail = signal[len(signal) - len(self._tail):] if len(self._tail) else self._tail
         self._timeline.write(self._next_mic + self.delay_samples, echo * self.gain)
         self._next_mic += len(sound)

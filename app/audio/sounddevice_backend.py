@@ -4,7 +4,9 @@
   of the app (GUI, headless demo, tests) must still run. :class:`AudioUnavailableError` says why.
 - Separate input and output streams (full-duplex streams failed through ALSA → PulseAudio).
 - One entry per physical device: when Windows WASAPI has devices, the MME, DirectSound and
-  WDM-KS duplicates of the same hardware are hidden (and OSS when ALSA is present). WASAPI
+  WDM-KS duplicates of the same hardware are hidden; without WASAPI, DirectSound's full names
+  stand in for MME's (truncated to 31 characters) and WDM-KS's (and OSS is hidden when ALSA is
+  present). WASAPI
   shared-mode streams get ``auto_convert`` so any sample rate opens.
 - Timestamps come from PortAudio's stream times inside the callbacks, moved onto
   ``time.monotonic()``: ``adc = now - (currentTime - inputBufferAdcTime)`` and likewise for the
@@ -36,13 +38,19 @@ log = logging.getLogger(__name__)
 
 WASAPI = "Windows WASAPI"
 # Host APIs hidden when the preferred one in the same row has devices (same hardware twice).
-DUPLICATE_APIS = {WASAPI: ("MME", "Windows DirectSound", "Windows WDM-KS"), "ALSA": ("OSS",)}
-API_PREFERENCE = (WASAPI, "Core Audio", "ALSA", "JACK Audio Connection Kit")
+DIRECTSOUND = "Windows DirectSound"
+DUPLICATE_APIS = {WASAPI: ("MME", DIRECTSOUND, "Windows WDM-KS"),
+                  DIRECTSOUND: ("MME", "Windows WDM-KS"), "ALSA": ("OSS",)}
+API_PREFERENCE = (WASAPI, DIRECTSOUND, "Core Audio", "ALSA", "JACK Audio Connection Kit")
 MAX_PLAUSIBLE_DELAY_S = 2.0
 
 
 def load_sounddevice() -> Any:
-    """Import sounddevice, turning a missing PortAudio into an actionable error."""
+    """Import sounddevice, turning a missing PortAudio into an actionable error. ALSA's own
+    chatter ("underrun occurred") goes to the log from here on, not to the terminal."""
+    from app.audio.alsa_messages import route_alsa_messages
+
+    route_alsa_messages()
     try:
         import sounddevice
     except OSError as exc:

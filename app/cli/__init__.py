@@ -1,5 +1,5 @@
-"""Command line: ``python -m app [--version] [--self-test] [--screenshot PNG [--demo]]
-[SUBCOMMAND ...]``; no subcommand starts the GUI.
+"""Command line: ``python -m app [--version] [--self-test] [--screenshot PNG [--state S |
+--demo]] [SUBCOMMAND ...]``; no subcommand starts the GUI.
 
 Each subcommand is a module with ``add_arguments(parser)`` and ``run(args) -> int``; its help is
 the module docstring's first line. Modules keep heavy imports inside ``run``.
@@ -33,7 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="open the window, save a PNG of it to PNG and exit")
     parser.add_argument("--demo", action="store_true",
                         help="with --screenshot: play the demo conversation first (real pipeline, "
-                        "echo engine, simulated devices)")
+                        "echo engine, simulated devices); the same as --state demo")
+    parser.add_argument("--state", metavar="S",
+                        help="with --screenshot: the window state to show: first-run, demo, "
+                        "settings, settings:PAGE (engine, replies, listening, echo, audio, "
+                        "transcript), model-manager, errors, no-audio")
     parser.add_argument("--self-test", action="store_true",
                         help="check this installation (voice loop, window, engine code on tiny "
                         "random weights), print a report and exit (0 = all passed)")
@@ -49,10 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from app.hub_offline import apply_offline_defaults
+    from app.paths import use_private_compile_caches
+
+    use_private_compile_caches()  # before anything imports torch (issue 21 item 2)
+    apply_offline_defaults()  # Hugging Face offline, from source as in the bundle
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])
     if args.demo and args.screenshot is None:
         parser.error("--demo goes with --screenshot PNG")
+    if args.state is not None and args.screenshot is None:
+        parser.error("--state goes with --screenshot PNG")
     if args.self_test:
         from app.selftest import run_self_test
 
@@ -64,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.screenshot is not None and runner is None:
         from app.ui.screenshot import take_screenshot
 
-        return take_screenshot(args.screenshot, demo=args.demo)
+        return take_screenshot(args.screenshot, demo=args.demo, state=args.state)
     if runner is None:
         from app.cli.default import run_default
 

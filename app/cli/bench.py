@@ -10,10 +10,13 @@ BENCHES: dict[str, str] = {
     "aec": "app.cli.bench_aec",
     "ui-frames": "app.ui.bench_frames",
     "voice-loop": "app.cli.bench_voice_loop",
+    "turn-taking": "app.cli.bench_turn_taking",
     "engine": "app.cli.bench_engine",
     "codec": "app.cli.bench_codec",
     "bundle": "app.cli.bench_bundle",
     "engine-e2e": "app.cli.bench_engine_e2e",
+    "hashes": "app.cli.bench_hashes",
+    "remote": "app.cli.bench_remote",
     "parity": "app.cli.bench_parity",
     "memory": "app.cli.bench_memory",
 }

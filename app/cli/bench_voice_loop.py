@@ -171,7 +171,7 @@ def scenario_figures(scenario: Scenario) -> dict[str, Any]:
 def vad_cost(sample: np.ndarray) -> dict[str, float]:
     """Silero per 32 ms frame, and segmenter + turn controller per frame (same probabilities)."""
     from app.conversation.turns import TurnController
-    from app.vad.base import FRAME_S, FRAME_SAMPLES, Segmenter
+    from app.vad.base import FRAME_S, FRAME_SAMPLES, VadFrame
     from app.vad.silero import SileroScorer
 
     frames = [sample[i:i + FRAME_SAMPLES] for i in range(0, len(sample) - FRAME_SAMPLES,
@@ -183,11 +183,11 @@ def vad_cost(sample: np.ndarray) -> dict[str, float]:
         started = time.perf_counter()
         probabilities.append(scorer.score(frame))
         times.append((time.perf_counter() - started) * 1000)
-    segmenter, controller = Segmenter(), TurnController()
+    controller = TurnController()
     started = time.perf_counter()
     for index, probability in enumerate(probabilities):
-        update = segmenter.update(probability, index * FRAME_S, (index + 1) * FRAME_S)
-        controller.on_vad(update, (index + 1) * FRAME_S)
+        scored = VadFrame(index * FRAME_S, (index + 1) * FRAME_S, probability)
+        controller.on_frames([scored], scored.end_s)
     control_ms = (time.perf_counter() - started) * 1000 / len(probabilities)
     ordered = sorted(times)
     return {"frames": len(frames), "silero_ms_mean": round(statistics.fmean(times), 4),

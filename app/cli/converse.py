@@ -20,8 +20,12 @@ HEADSET = "Simulated headset"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["echo", "moss_speech"], default=None,
+    parser.add_argument("--engine", choices=["echo", "moss_speech", "remote"], default=None,
                         help="who answers (default: the settings' engine.kind, i.e. echo)")
+    parser.add_argument("--remote-url", metavar="URL",
+                        help="remote: the MOSS-Speech server, e.g. http://192.168.1.20:8000 "
+                             "(engine.remote_url; implies --engine remote; its API key comes "
+                             "from the keyring or MOSS_VOICE_API_KEY)")
     parser.add_argument("--model-dir", type=Path,
                         help="moss_speech: the MOSS-Speech model folder (engine.model_dir)")
     parser.add_argument("--codec-dir", type=Path,
@@ -93,6 +97,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if not sep:
             raise ValueError(f"--set {override}: expected GROUP.KEY=VALUE")
         settings = settings.with_value(key.strip(), parse_value(value.strip()))
+    if getattr(args, "remote_url", None):
+        settings = settings.with_values({"engine.kind": "remote",
+                                         "engine.remote_url": args.remote_url})
     if args.engine:
         settings = settings.with_value("engine.kind", args.engine)
     for option, key in (("model_dir", "engine.model_dir"), ("codec_dir", "engine.codec_dir"),
@@ -128,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             engine = build_engine(settings)
     except EngineUnavailableError as exc:
-        print(f"converse: {exc}. {exc.action}".rstrip(), file=sys.stderr)
+        print(f"converse: {str(exc).rstrip('.')}. {exc.advice('cli')}".rstrip(), file=sys.stderr)
         return 2
     except (ValueError, ValidationError, OSError) as exc:
         print(f"converse: {exc}", file=sys.stderr)

@@ -30,7 +30,7 @@ from app.audio.ringbuffer import RingBuffer
 from app.conversation.clock import Clock
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener
-from app.events import DeviceLost, ErrorReported, PipelineEvent
+from app.events import AudioDevicesOpened, DeviceLost, ErrorReported, PipelineEvent
 from app.settings import AudioSettings
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,11 @@ OutputMixer = Callable[[np.ndarray, float, int], None]
 STALL_LIMIT_S = 2.0  # a started stream whose callbacks stopped this long ago counts as lost
 REPLY_WAVEFORM_S = 10.0
 
+
+# A possible barge-in ducks the reply 26 dB (issue 14: 20 dB down within 80 ms of the onset);
+# restored if the speech is not confirmed.
+DUCK_GAIN = 0.05
+DUCK_RAMP_MS = 5.0  # 20 dB down 4 ms after the decision reaches the speaker
 
 class ReplyWaveform:
     """What the speaker played recently, for the UI's reply waveform: one object for the whole
@@ -109,6 +114,11 @@ class AudioIO:
         self._run_output(handle, now_s)
         return events
 
+    def opened(self) -> AudioDevicesOpened:
+        """The devices open now, as the UI shows them."""
+        return AudioDevicesOpened(self.input.device_name if self.input is not None else None,
+                                  self.output.device_name if self.output is not None else None)
+
     def handle_lost(self, lost: StreamLost, now_s: float) -> list[PipelineEvent]:
         handle, events = self.replace_lost(lost, self._wanted_rate_hz(lost.direction), now_s)
         if events:
@@ -159,7 +169,8 @@ class AudioIO:
         if self.player is None or self.player.sample_rate_hz != rate:
             if self.player is not None:
                 self.player.drop(now_s)
-            self.player = Player(rate, self._playback_start_ms, self._inbox.post_control)
+            self.player = Player(rate, self._playback_start_ms, self._inbox.post_control,
+                                 duck_gain=DUCK_GAIN, duck_ramp_ms=DUCK_RAMP_MS)
             self.reply_waveform.use_rate(rate)
         self._listener.echo_canceller.configure_output(rate)
         handle.start()

@@ -44,17 +44,22 @@ def demo_settings(settings: Settings | None = None) -> Settings:
 class SimulatedConversation:
     """Implements :class:`app.events.ConversationPort`; ``start()`` runs the conversation on
     a thread of its own and returns at once; ``finished`` is set when it is over (its
-    ``result`` then holds the measured turns, or ``error`` what went wrong)."""
+    ``result`` then holds the measured turns, or ``error`` what went wrong). With
+    ``engine_factory`` the engine the settings name is built (and rebuilt) as in the app."""
 
     def __init__(self, settings: Settings, microphone: SimulatedMicrophone, *,
                  engine: Engine | None = None, speed: float | None = None,
-                 options: SimulationOptions | None = None) -> None:
+                 options: SimulationOptions | None = None,
+                 engine_factory: Callable[[Settings], Engine] | None = None) -> None:
         from app.engine.echo import EchoEngine
 
         options = options or SimulationOptions()
         if speed is not None:
             options = replace(options, speed=speed)
-        self._simulation = Simulation(settings, engine or EchoEngine(), microphone, options)
+        self._simulation = Simulation(settings, engine or EchoEngine(), microphone, options,
+                                      engine_factory=engine_factory,
+                                      load_engine=engine_factory is not None
+                                      and settings.engine.kind != "echo")
         self.pipeline = self._simulation.pipeline
         self.finished = threading.Event()
         self.result: SimulationResult | None = None

@@ -26,11 +26,18 @@ from app import events as ev
 from app.audio.backend import AudioUnavailableError, DeviceUnavailableError, Direction, find_device
 from app.conversation.audio_io import AudioIO
 from app.conversation.clock import Clock
-from app.conversation.recording import LevelWindows, ToneSource, VoiceRecorder
+from app.conversation.recording import (
+    LevelWindows,
+    PcmSource,
+    ToneSource,
+    VoiceRecorder,
+    clip_source,
+)
 
 log = logging.getLogger(__name__)
 TONE_TIMEOUT_S = 3.0  # beyond the tone's length: the device stopped calling back
 Emit = Callable[[ev.PipelineEvent], None]
+CHECK = "device_check"  # errors answering the settings panel's checks, shown there
 PauseListening = Callable[[bool], None]
 
 
@@ -63,9 +70,10 @@ class DeviceTools:
         try:
             devices = self._io.backend.list_devices()
         except (AudioUnavailableError, DeviceUnavailableError, OSError) as exc:
-            self._emit(ev.AudioDevicesListed((), ()))
-            self._emit(ev.ErrorReported("audio", f"No audio devices can be listed: {exc}.",
-                                        "Install or start the system's audio, then restart."))
+            problem = f"No audio devices can be listed: {exc}."
+            self._emit(ev.AudioDevicesListed((), (), problem=problem))
+            self._emit(ev.ErrorReported(CHECK, problem, "Install or start the system's audio, "
+                                        "then restart the app."))
             return
         self._emit(ev.AudioDevicesListed(
             inputs=tuple(d.name for d in devices if d.supports("input")),
@@ -87,7 +95,7 @@ class DeviceTools:
                 monitor.open(self._io, self._block_ms)
         except (AudioUnavailableError, DeviceUnavailableError) as exc:
             shown = command.device_name or "the default microphone"
-            self._emit(ev.ErrorReported("audio", f"The level of {shown} cannot be measured: "
+            self._emit(ev.ErrorReported(CHECK, f"The level of {shown} cannot be measured: "
                                         f"{exc}.", "Choose another microphone."))
             return
         self._monitor = monitor
@@ -104,7 +112,13 @@ class DeviceTools:
             else:
                 tone.open(self._io, self._block_ms)
         except (AudioUnavailableError, DeviceUnavailableError) as exc:
+            tone.close()
             self._emit(ev.ToneTestFinished(command.device_name, False, f"{exc}."))
+            return
+        except ValueError as exc:  # a recording to play back that cannot be read
+            tone.close()
+            self._emit(ev.ToneTestFinished(command.device_name, False,
+                                           f"The recording cannot be played: {exc}."))
             return
         self._tone = tone
 
@@ -159,7 +173,7 @@ class DeviceTools:
         if monitor.lost:
             monitor.close()
             self._monitor = None
-            self._emit(ev.ErrorReported("audio", f"The microphone {monitor.device_name or ''} "
+            self._emit(ev.ErrorReported(CHECK, f"The microphone {monitor.device_name or ''} "
                                         "stopped while its level was measured.",
                                         "Check the connection or choose another one."))
 
@@ -243,7 +257,7 @@ class _TonePlayback:
         self._command = command
         self._clock = clock
         self._deadline_s = clock.now() + command.duration_ms / 1000 + TONE_TIMEOUT_S
-        self.source: ToneSource | None = None
+        self.source: PcmSource | None = None
         self._io: AudioIO | None = None
         self._stream: Any = None
         self.lost = False
@@ -267,8 +281,14 @@ class _TonePlayback:
         self.source = self._make_source(self._stream.sample_rate_hz)
         self._stream.start()
 
-    def _make_source(self, rate_hz: int) -> ToneSource:
-        return ToneSource(rate_hz, self._command.frequency_hz, self._command.duration_ms)
+    def _make_source(self, rate_hz: int) -> PcmSource:
+        """The tone, or the recording to play back (ValueError if it cannot be read)."""
+        command = self._command
+        if command.path is None:
+            return ToneSource(rate_hz, command.frequency_hz, command.duration_ms)
+        source = clip_source(command.path, rate_hz)
+        self._deadline_s = self._clock.now() + source.duration_s + TONE_TIMEOUT_S
+        return source
 
     def _mix(self, out: np.ndarray, dac_s: float, _rate_hz: int) -> None:
         if self.source is not None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.conversation.clock import Clock
+from app.engine import build_progress
 from app.engine.base import (
     Engine,
     EngineEvent,
@@ -56,9 +57,17 @@ class EngineSwapped:
 
 
 @dataclass(frozen=True)
+class EngineBuilding:
+    """An engine build on the worker got to another stage (``fraction`` 0..1)."""
+
+    fraction: float
+    what: str
+
+
+@dataclass(frozen=True)
 class WorkerEvent:
     seq: int  # the respond call it belongs to; 0 = outside any reply (feed errors, swaps)
-    event: EngineEvent | EngineSwapped
+    event: EngineEvent | EngineSwapped | EngineBuilding
     ready_s: float  # clock time at which the event became available
 
 
@@ -224,7 +233,7 @@ class EngineWorker:
         elif command.name == "swap" and command.build is not None:
             self._swap(command.build)
 
-    def _send(self, seq: int, event: EngineEvent | EngineSwapped) -> None:
+    def _send(self, seq: int, event: EngineEvent | EngineSwapped | EngineBuilding) -> None:
         """Emit once the clock has reached the worker's cursor (the event's time)."""
         self._clock.wait_until(self._cursor_s)
         self._emit(WorkerEvent(seq, event, self._cursor_s))
@@ -349,7 +358,9 @@ class EngineWorker:
 
             self._engine = EchoEngine()
         try:
-            engine = build()
+            with build_progress.reporting_to(lambda fraction, what: self._emit(
+                    WorkerEvent(0, EngineBuilding(fraction, what), self._cursor_s))):
+                engine = build()
         except Exception as exc:
             category = getattr(exc, "category", None)
             if category:  # the engine's own error: its message is written for people

@@ -1,4 +1,6 @@
-"""The input chain on the voice-loop thread: capture → 16 kHz → echo canceller → VAD frames.
+"""The input chain on the voice-loop thread: capture → 16 kHz → echo canceller → scored VAD
+frames. (Segmenting the frames into speech is the turn controller's job: it restarts the
+segmenter between two frames of the same pull when a decision needs a fresh onset.)
 
 The 16 kHz stream is kept in a ring (``history``) that is both the UI's microphone waveform and
 the source of turn audio (pre-roll included). Sample ``i`` of that stream is mapped to capture
@@ -22,14 +24,13 @@ from app.audio.capture import CaptureBuffer
 from app.audio.echo_canceller import EchoCanceller, PassThroughEchoCanceller
 from app.audio.resample import StreamResampler
 from app.audio.ringbuffer import RingBuffer
-from app.vad.base import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE_HZ, Segmenter, SpeechScorer, VadUpdate
+from app.vad.base import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE_HZ, SpeechScorer, VadFrame
 
 
 class Listener:
-    def __init__(self, scorer: SpeechScorer | None, segmenter: Segmenter,
+    def __init__(self, scorer: SpeechScorer | None,
                  echo_canceller: EchoCanceller | None = None, history_s: float = 30.0) -> None:
         self.scorer = scorer  # set before audio flows (the pipeline loads silero at start)
-        self.segmenter = segmenter
         self.echo_canceller = echo_canceller or PassThroughEchoCanceller()
         self.history = RingBuffer(int(history_s * SAMPLE_RATE_HZ), SAMPLE_RATE_HZ)
         self.capture = CaptureBuffer(SAMPLE_RATE_HZ)
@@ -73,7 +74,7 @@ class Listener:
     def deaf_at(self, t_s: float) -> bool:
         return self._deaf_from_s is not None and self._deaf_from_s <= t_s < self._deaf_until_s
 
-    def process(self) -> list[VadUpdate]:
+    def process(self) -> list[VadFrame]:
         """Pull new capture, extend the 16 kHz stream, and score every completed frame."""
         raw, end_s = self.capture.pull()
         if len(raw) == 0:
@@ -91,8 +92,8 @@ class Listener:
         self._anchor_s = pcm_end_s - self.echo_canceller.latency_s
         return self._score_frames()
 
-    def _score_frames(self) -> list[VadUpdate]:
-        updates = []
+    def _score_frames(self) -> list[VadFrame]:
+        frames = []
         while self.history.total_written - self._frame_start >= FRAME_SAMPLES:
             if self._frame_start < self.history.oldest_index:  # fell a whole ring behind
                 self._frame_start = self.history.oldest_index
@@ -105,9 +106,9 @@ class Listener:
                 self.scorer.reset()  # its memory holds the frames before the deaf stretch
             self._was_deaf = deaf
             probability = 0.0 if deaf else self.scorer.score(self._frame)
-            updates.append(self.segmenter.update(probability, start_s, start_s + FRAME_S))
+            frames.append(VadFrame(start_s, start_s + FRAME_S, probability))
             self._frame_start += FRAME_SAMPLES
-        return updates
+        return frames
 
 
 class TurnFeed:

@@ -12,7 +12,9 @@ Definitions (DESIGN.md "Latency"); all ``_s`` values are seconds from the first 
 - ``stages_ms``: ``endpoint_wait`` (endpoint − user end), the engine's own stages, and
   ``output_buffer`` (first audible − max(engine first audio, endpoint));
 - ``barge_in`` (the reply was audible and the user interrupted it): speech ``onset_s``,
-  ``detected_s``, playback ``silent_s`` at the speaker, ``stop_latency_ms`` = silent − onset.
+  ``detected_s``, playback ``silent_s`` at the speaker, ``stop_latency_ms`` = silent − onset;
+- ``user_audio_from_s``: the first sample of the turn's audio handed to the engine (the
+  pre-roll before the onset included): after the true onset means words were lost.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.events import BargeInRecord, TurnMeasured, TurnRecord
+from app.events import BargeInRecord, EndpointDecision, TurnMeasured, TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +36,15 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Pending:
     onset_s: float
+    audio_from_s: float | None = None
     user_end_s: float | None = None
     endpoint_s: float | None = None
     engine_first_audio_s: float | None = None
     first_audible_s: float | None = None
     stages_ms: dict[str, float] = field(default_factory=dict)
     barge_in: tuple[float, float] | None = None  # (onset_s, detected_s)
+    decision: EndpointDecision | None = None
+    model_ms: float | None = None
 
 
 class TurnMetrics:
@@ -51,12 +56,20 @@ class TurnMetrics:
         self.false_interruptions = 0  # this session (see FalseInterruptionDetected)
         self._pending: dict[int, _Pending] = {}
 
-    def started(self, turn_id: int, onset_s: float) -> None:
-        self._pending[turn_id] = _Pending(onset_s)
+    def started(self, turn_id: int, onset_s: float, audio_from_s: float | None = None) -> None:
+        self._pending[turn_id] = _Pending(onset_s, audio_from_s)
 
-    def ended(self, turn_id: int, user_end_s: float, endpoint_s: float) -> None:
+    def ended(self, turn_id: int, user_end_s: float, endpoint_s: float, by: str = "silence",
+              probability: float | None = None) -> None:
         if pending := self._pending.get(turn_id):
             pending.user_end_s, pending.endpoint_s = user_end_s, endpoint_s
+            pending.decision = EndpointDecision(by, round((endpoint_s - user_end_s) * 1000, 3),
+                                                probability, pending.model_ms)
+
+    def endpoint_model(self, turn_id: int, cost_ms: float) -> None:
+        """The end-of-turn model answered for this turn, at this CPU cost."""
+        if pending := self._pending.get(turn_id):
+            pending.model_ms = round(cost_ms, 3)
 
     def engine_audio(self, turn_id: int, ready_s: float) -> None:
         pending = self._pending.get(turn_id)
@@ -112,7 +125,8 @@ class TurnMetrics:
             endpoint_s=p.endpoint_s - o,
             engine_first_audio_s=_shift(p.engine_first_audio_s, o),
             first_audible_s=_shift(p.first_audible_s, o), response_latency_ms=latency,
-            stages_ms=stages, heard_ms=heard_ms, barge_in=barge_in)
+            stages_ms=stages, heard_ms=heard_ms, barge_in=barge_in,
+            user_audio_from_s=_shift(p.audio_from_s, o), endpoint_decision=p.decision)
 
 
 def _shift(value: float | None, origin: float) -> float | None:

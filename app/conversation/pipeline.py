@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,10 +30,22 @@ from app.audio.player import PlaybackNotice
 from app.conversation import engine_switch
 from app.conversation import turns as t
 from app.conversation.audio_io import AudioIO, StreamLost
-from app.conversation.clock import Clock, WallClock
+from app.conversation.clock import Clock, VirtualClock, WallClock
 from app.conversation.device_tools import DeviceTools
 from app.conversation.echo_control import EchoControl
-from app.conversation.engine_worker import EngineSwapped, EngineWorker, WorkerEvent
+from app.conversation.endpointing import (
+    NOMINAL_DELAY_S,
+    Endpointer,
+    InlineEndpointer,
+    ThreadedEndpointer,
+    TurnCompleteness,
+)
+from app.conversation.engine_worker import (
+    EngineBuilding,
+    EngineSwapped,
+    EngineWorker,
+    WorkerEvent,
+)
 from app.conversation.event_hub import EventHub
 from app.conversation.inbox import Inbox
 from app.conversation.listener import Listener, TurnFeed
@@ -45,12 +58,13 @@ from app.engine.base import (
     ReplyAudio,
     ReplyDone,
     ReplyFailed,
+    ReplyNotice,
     ReplyText,
     StageTimed,
     UserTurn,
 )
-from app.settings import Settings, needs_engine_rebuild
-from app.vad.base import Segmenter, SpeechScorer, VadParams
+from app.settings import Settings
+from app.vad.base import SpeechScorer, VadParams
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +80,29 @@ class Pipeline:
                  clock: Clock | None = None, scorer: SpeechScorer | None = None,
                  echo_canceller: EchoCanceller | None = None, block_ms: float = 10.0,
                  engine_factory: Callable[[Settings], Engine] | None = None,
-                 load_engine: bool = False, metrics_jsonl: Path | None = None) -> None:
+                 load_engine: bool = False, metrics_jsonl: Path | None = None,
+                 end_of_turn: TurnCompleteness | None = None) -> None:
         self.settings = settings
         self.clock = clock or WallClock()
         self._inbox = Inbox()
-        self._listener = Listener(scorer, Segmenter(VadParams.from_settings(settings.vad)),
-                                  echo_canceller or AecStage("headset"))
-        self._controller = t.TurnController(t.TurnParams.from_settings(settings))
+        self._listener = Listener(scorer, echo_canceller or AecStage("headset"))
+        self._end_of_turn = end_of_turn  # the smart-turn model (loaded at start if None)
+        self._endpointer: Endpointer | None = None
+        self.end_of_turn_problem: str | None = None  # why the model is not used, if it is not
+        self._controller = t.TurnController(self._turn_params(settings),
+                                            VadParams.from_settings(settings.vad))
         self.metrics = TurnMetrics()
         self._hub = EventHub(metrics_jsonl)
         self._emit, self._emit_all = self._hub.emit, self._hub.emit_all
         self._worker = EngineWorker(engine, self.clock, self._inbox.post_data)
-        self._engine_factory = engine_factory
         self._io = AudioIO(backend, self._listener, self.clock, self._inbox,
                            settings.audio.playback_start_ms, block_ms)
         self._routes = ReplyRoutes(lambda: self._io.player)
         self._echo = EchoControl(settings, self._listener, self._io)
         self._seq = 0
         self._turn_feed = TurnFeed(self._listener, self._worker.feed)
-        self._load_engine = load_engine and engine_factory is not None
+        self._engines = engine_switch.EngineSwitch(self._worker, engine_factory, self._emit,
+                                                   load_engine)
         self.tools = DeviceTools(self._io, self.clock, self._emit, block_ms, stop_reply=lambda:
                                  self._turn_command(ev.StopReply()), pause_listening=lambda on:
                                  self._run(self._controller.set_paused(on, self.clock.now())))
@@ -131,12 +149,14 @@ class Pipeline:
             from app.vad.silero import SileroScorer
 
             self._listener.scorer = SileroScorer()
+        self._start_end_of_turn()
         self._emit_all(self._io.start(self.settings.audio, self.clock.now()))
+        self._emit(self._io.opened())
         self._emit_all(self._echo.start())
         self._worker.start()
         self._emit_all(engine_switch.status_events(self._worker.info))
-        if self._load_engine:
-            self._rebuild_engine(self.settings)
+        if self._engines.load_at_start:
+            self._engines.rebuild(self.settings)
         self._emit(ev.StateChanged(self._controller.state, 0.0))
         self._running = True
         if threaded:
@@ -159,6 +179,8 @@ class Pipeline:
             self._thread.join(5.0)
         self.tools.close()
         self._io.close()
+        if self._endpointer is not None:
+            self._endpointer.close()
         self._worker.cancel_all()
         self.clock.close()
         self._worker.stop()
@@ -215,15 +237,69 @@ class Pipeline:
             self._control(item)
         for item in data:
             self._worker_event(item)
-        updates = self._listener.process()
-        if updates and self._listener.first_sample_s is not None:  # set once, then the same
+        self._endpoint_verdicts()
+        frames = self._listener.process()
+        if frames and self._listener.first_sample_s is not None:  # set once, then the same
             self.metrics.origin_s = self._listener.first_sample_s
-        for update in updates:
-            self._run(self._controller.on_vad(update, self.clock.now(),
-                                              self._echo.echo_guard))
+        if frames:
+            self._run(self._controller.on_frames(frames, self.clock.now(),
+                                                 self._echo.echo_guard))
         self._turn_feed.pump(self._controller.user_turn_id)
         self.tools.poll()
         self._emit_all(self._echo.poll(self.clock.now()))
+
+    # ---- end of turn ---------------------------------------------------------------------
+
+    def _turn_params(self, settings: Settings) -> t.TurnParams:
+        params = t.TurnParams.from_settings(settings)
+        return replace(params, smart_endpoint=params.smart_endpoint
+                       and self._endpointer is not None)
+
+    def _start_end_of_turn(self) -> None:
+        """Load the end-of-turn model (unless one was given); without it turns end after a
+        fixed silence, and ``end_of_turn_problem`` says why (doctor shows it too)."""
+        model = self._end_of_turn
+        if model is None and not self.settings.vad.smart_endpoint:
+            return  # loaded when the setting is switched on
+        from app.vad.smart_turn import SmartTurnModel, smart_turn_model_path
+
+        try:
+            path = None if model is not None else smart_turn_model_path()
+            clock = self.clock
+            if isinstance(clock, VirtualClock):  # simulations: load now, on virtual time
+                self._endpointer = InlineEndpointer(
+                    model or SmartTurnModel(path),
+                    None if clock.charge_compute else NOMINAL_DELAY_S)
+            else:  # real devices: loaded on the endpointer's thread
+                given = model
+                self._endpointer = ThreadedEndpointer(lambda: given or SmartTurnModel(path))
+        except Exception as exc:  # missing file, broken file, onnxruntime refusing it
+            self.end_of_turn_problem = str(exc)
+            log.warning("end-of-turn model not used: %s", exc)
+            return
+        self._run(self._controller.update_params(self._turn_params(self.settings),
+                                                 self.clock.now()))
+
+    def _endpoint_verdicts(self) -> None:
+        if self._endpointer is None:
+            return
+        now = self.clock.now()
+        problem = getattr(self._endpointer, "problem", None)
+        if problem:  # it could not be loaded after all: silence decides from now on
+            self.end_of_turn_problem, self._endpointer = problem, None
+            self._run(self._controller.update_params(self._turn_params(self.settings), now))
+            return
+        for verdict in self._endpointer.poll(now):
+            self.metrics.endpoint_model(verdict.turn_id, verdict.cost_ms)
+            self._run(self._controller.endpoint_verdict(verdict.turn_id, verdict.pause,
+                                                        verdict.probability, now))
+
+    def _on_endpoint_query(self, a: t.EndpointQuery) -> None:
+        if self._endpointer is None:
+            return
+        self._turn_feed.pump(a.turn_id)
+        last = self._turn_feed.audio()[-8 * 16000:].copy()  # what the model listens to
+        self._endpointer.submit(a.turn_id, a.pause, last, self.clock.now())
 
     def _control(self, item: object) -> None:
         handler = self._commands.get(type(item))
@@ -250,13 +326,15 @@ class Pipeline:
         self._emit(ev.StateChanged(a.state, self._rel(a.t_s)))
 
     def _on_turn_started(self, a: t.TurnStarted) -> None:
-        self.metrics.started(a.turn_id, a.onset_s)
+        self.metrics.started(a.turn_id, a.onset_s, a.audio_from_s)
         self._turn_feed.begin(a.audio_from_s)
-        self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(a.onset_s)))
+        self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(a.onset_s),
+                                        self._rel(a.audio_from_s)))
 
     def _on_turn_ended(self, a: t.TurnEnded) -> None:
         self._turn_feed.pump(a.turn_id)
-        self.metrics.ended(a.turn_id, a.user_end_s, a.endpoint_s)
+        self.metrics.ended(a.turn_id, a.user_end_s, a.endpoint_s, a.decided_by,
+                           a.model_probability)
         self._emit(ev.UserTurnEnded(a.turn_id, self._rel(a.endpoint_s), a.user_end_s - a.onset_s))
         spec, self._speculative_seq = self._speculative_seq, None
         route = self._routes.get(spec) if spec is not None else None
@@ -270,6 +348,7 @@ class Pipeline:
     def _on_turn_abandoned(self, a: t.TurnAbandoned) -> None:
         self.metrics.abandoned(a.turn_id)
         self._turn_feed.end()
+        self._emit(ev.UserTurnDropped(a.turn_id, self._rel(self.clock.now())))
 
     def _on_speculation_started(self, a: t.SpeculationStarted) -> None:
         self._turn_feed.pump(a.turn_id)
@@ -297,9 +376,6 @@ class Pipeline:
         if self._io.player is not None:
             self._io.player.set_ducked(a.ducked)
 
-    def _on_vad_restarted(self, a: t.VadRestarted) -> None:
-        self._listener.segmenter.reset()
-
     def _on_false_interruption(self, a: t.FalseInterruption) -> None:
         self.metrics.false_interruptions += 1
         self._emit(ev.FalseInterruptionDetected(a.turn_id, self._rel(a.t_s), a.reply_stopped,
@@ -309,8 +385,8 @@ class Pipeline:
         t.StateSet: _on_state, t.TurnStarted: _on_turn_started, t.TurnEnded: _on_turn_ended,
         t.TurnAbandoned: _on_turn_abandoned, t.SpeculationStarted: _on_speculation_started,
         t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
-        t.DuckSet: _on_duck, t.VadRestarted: _on_vad_restarted,
-        t.FalseInterruption: _on_false_interruption,
+        t.DuckSet: _on_duck,
+        t.FalseInterruption: _on_false_interruption, t.EndpointQuery: _on_endpoint_query,
     }
 
     # ---- user audio → engine → player -------------------------------------------------------
@@ -322,8 +398,8 @@ class Pipeline:
 
     def _worker_event(self, item: WorkerEvent) -> None:
         event = item.event
-        if isinstance(event, EngineSwapped):
-            self._emit_all(engine_switch.swap_events(event, self.settings))
+        if isinstance(event, EngineSwapped | EngineBuilding):  # a build's progress or outcome
+            self._engines.on_worker_event(event, self.settings)
             return
         route = self._routes.get(item.seq)
         if route is None or route.cancel.is_set():
@@ -346,6 +422,8 @@ class Pipeline:
             self._emit(ev.TranscriptUpdated(route.turn_id, event.role, event.text, event.final))
         elif isinstance(event, StageTimed):
             self.metrics.stage(route.turn_id, event.stage, event.duration_ms)
+        elif isinstance(event, ReplyNotice):  # e.g. the server is busy: the reply comes later
+            self._emit(ev.ErrorReported(event.category, event.message, event.advice))
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
                 self._emit(ev.ErrorReported(event.category, event.message, event.advice))
@@ -386,15 +464,20 @@ class Pipeline:
     # ---- devices and settings --------------------------------------------------------------
 
     def _stream_lost(self, lost: StreamLost) -> None:
-        self._emit_all(self._io.handle_lost(lost, self.clock.now()))
+        events = self._io.handle_lost(lost, self.clock.now())
+        self._emit_all(events)
+        if events:
+            self._emit(self._io.opened())
         if lost.direction == "input":
             self.tools.inputs_changed()
 
     def _apply_settings(self, command: ev.ApplySettings) -> None:
         now, new = self.clock.now(), command.settings
         old, self.settings = self.settings, new
-        self._listener.segmenter.params = VadParams.from_settings(new.vad)
-        self._run(self._controller.update_params(t.TurnParams.from_settings(new), now))
+        if new.vad.smart_endpoint and self._endpointer is None and not self.end_of_turn_problem:
+            self._start_end_of_turn()  # loads the model once (a few hundred ms, this thread)
+        self._run(self._controller.update_params(self._turn_params(new), now,
+                                                 VadParams.from_settings(new.vad)))
         self._io.set_playback_start_ms(new.audio.playback_start_ms)
         self._emit_all(self._echo.apply(new))
         if new.audio.input_device != old.audio.input_device:
@@ -402,16 +485,10 @@ class Pipeline:
             self.tools.inputs_changed()
         if new.audio.output_device != old.audio.output_device:
             self._emit_all(self._io.start_output(new.audio.output_device, now))
-        if command.reload_engine or needs_engine_rebuild(old, new):
-            self._rebuild_engine(new)
-        else:  # sampling, prompt, context, streaming, voice: the engine applies them live
-            self._worker.apply_settings(new)
-
-    def _rebuild_engine(self, wanted: Settings) -> None:
-        """Build the engine ``wanted`` names on the worker; the current one answers meanwhile."""
-        if (factory := self._engine_factory) is not None:
-            self._emit(engine_switch.loading_event(self._worker.info, wanted))
-            self._worker.swap_engine(lambda: factory(wanted))
+        if (new.audio.input_device, new.audio.output_device) != (old.audio.input_device,
+                                                                 old.audio.output_device):
+            self._emit(self._io.opened())
+        self._engines.apply(old, new, command.reload_engine)
 
     # ---- events ----------------------------------------------------------------------------
 

@@ -127,20 +127,18 @@ class VoiceRecorder:
             raise OSError(str(exc)) from exc
 
 
-class ToneSource:
-    """A sine with raised-cosine fades (no click), precomputed, added block by block."""
+class PcmSource:
+    """Precomputed samples at the device's rate, added to the output block by block."""
 
-    def __init__(self, rate_hz: int, frequency_hz: float, duration_ms: float,
-                 amplitude: float = TONE_AMPLITUDE, fade_ms: float = TONE_FADE_MS) -> None:
+    def __init__(self, samples: np.ndarray, rate_hz: int) -> None:
         self.rate_hz = int(rate_hz)
-        count = max(1, round(self.rate_hz * duration_ms / 1000))
-        frequency_hz = min(max(frequency_hz, 20.0), 0.45 * self.rate_hz)
-        t = np.arange(count) / self.rate_hz
-        tone = amplitude * np.sin(2 * np.pi * frequency_hz * t)
-        apply_fades(tone, min(count // 2, round(self.rate_hz * fade_ms / 1000)))
-        self.samples = tone.astype(np.float32)  # [count]
+        self.samples = np.asarray(samples, np.float32)  # [count]
         self._position = 0
         self.end_dac_s: float | None = None  # when the last sample reaches the speaker
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.samples) / self.rate_hz
 
     def add_to(self, out: np.ndarray, dac_s: float) -> None:
         """Device thread: add the next ``len(out)`` samples; ``dac_s`` is when ``out`` plays."""
@@ -152,3 +150,30 @@ class ToneSource:
         self._position += count
         if self._position >= len(self.samples):
             self.end_dac_s = dac_s + count / self.rate_hz
+
+
+class ToneSource(PcmSource):
+    """A sine with raised-cosine fades (no click)."""
+
+    def __init__(self, rate_hz: int, frequency_hz: float, duration_ms: float,
+                 amplitude: float = TONE_AMPLITUDE, fade_ms: float = TONE_FADE_MS) -> None:
+        count = max(1, round(int(rate_hz) * duration_ms / 1000))
+        frequency_hz = min(max(frequency_hz, 20.0), 0.45 * rate_hz)
+        t = np.arange(count) / rate_hz
+        tone = amplitude * np.sin(2 * np.pi * frequency_hz * t)
+        apply_fades(tone, min(count // 2, round(rate_hz * fade_ms / 1000)))
+        super().__init__(tone, rate_hz)
+
+
+def clip_source(path: Path, rate_hz: int, max_s: float = 60.0) -> PcmSource:
+    """A recording (mono, at most ``max_s``) at the device's rate; raises ValueError if the
+    file cannot be read."""
+    from app.audio.resample import resample
+    from app.audio.simulated import read_wav
+
+    pcm, file_rate_hz = read_wav(path)  # [frames, channels]
+    mono = pcm[: int(max_s * file_rate_hz)].mean(axis=1)
+    if file_rate_hz != rate_hz:
+        mono = resample(mono, file_rate_hz, rate_hz)
+    apply_fades(mono, min(len(mono) // 2, round(rate_hz * TONE_FADE_MS / 1000)))
+    return PcmSource(mono, rate_hz)

@@ -22,6 +22,7 @@ from app.audio.echo_canceller import EchoCanceller
 from app.audio.simulated import DeviceFailure, SimulatedBackend, SimulatedMicrophone
 from app.audio.simulated_echo import SimulatedEcho
 from app.conversation.clock import VirtualClock, WallClock
+from app.conversation.endpointing import TurnCompleteness
 from app.conversation.metrics import summarize
 from app.conversation.pipeline import Pipeline
 from app.engine.base import Engine, EngineInfo
@@ -92,12 +93,17 @@ class Simulation:
 
     The pipeline exists from the start, so a caller can subscribe to it (or hand it to the UI
     as a ConversationPort) before :meth:`run` drives it, on whichever thread calls ``run``.
+    With ``engine_factory`` settings changes rebuild the engine as in the app (and with
+    ``load_engine`` the engine the settings name is built at start).
     """
 
     def __init__(self, settings: Settings, engine: Engine, microphone: SimulatedMicrophone,
                  options: SimulationOptions | None = None, *,
                  scorer: SpeechScorer | None = None, metrics_jsonl: Path | None = None,
-                 echo_canceller: EchoCanceller | None = None) -> None:
+                 echo_canceller: EchoCanceller | None = None,
+                 engine_factory: Callable[[Settings], Engine] | None = None,
+                 load_engine: bool = False,
+                 end_of_turn: TurnCompleteness | None = None) -> None:
         self.settings = settings
         self.options = options = options or SimulationOptions()
         self.microphone = microphone
@@ -109,7 +115,9 @@ class Simulation:
                                         record_output=options.record_output, echo=options.echo)
         self.pipeline = Pipeline(settings, engine, self.backend, clock=self.clock,
                                  scorer=scorer, block_ms=options.block_ms,
-                                 metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller)
+                                 metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller,
+                                 engine_factory=engine_factory, load_engine=load_engine,
+                                 end_of_turn=end_of_turn)
 
     def run(self, on_event: Callable[[PipelineEvent], None] | None = None,
             keep_events: bool = True) -> SimulationResult:
@@ -155,10 +163,12 @@ def run_simulation(settings: Settings, engine: Engine, microphone: SimulatedMicr
                    scorer: SpeechScorer | None = None,
                    on_event: Callable[[PipelineEvent], None] | None = None,
                    keep_events: bool = True, metrics_jsonl: Path | None = None,
-                   echo_canceller: EchoCanceller | None = None) -> SimulationResult:
+                   echo_canceller: EchoCanceller | None = None,
+                   end_of_turn: TurnCompleteness | None = None) -> SimulationResult:
     """Run one conversation; the engine is closed afterwards."""
     simulation = Simulation(settings, engine, microphone, options, scorer=scorer,
-                            metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller)
+                            metrics_jsonl=metrics_jsonl, echo_canceller=echo_canceller,
+                            end_of_turn=end_of_turn)
     return simulation.run(on_event, keep_events)
 
 

@@ -32,6 +32,17 @@ class TurnEnded:
     onset_s: float
     user_end_s: float  # end of the last voiced frame
     endpoint_s: float  # when the decision was made
+    decided_by: Literal["silence", "model", "cap", "release"] = "silence"
+    model_probability: float | None = None  # the end-of-turn model's verdict on this pause
+
+
+@dataclass(frozen=True)
+class EndpointQuery:
+    """Ask the end-of-turn model whether the turn so far is finished (once per pause)."""
+
+    turn_id: int
+    pause: int  # the pause's number within the turn
+    t_s: float
 
 
 @dataclass(frozen=True)
@@ -68,13 +79,6 @@ class DuckSet:
 
 
 @dataclass(frozen=True)
-class VadRestarted:
-    """Forget the utterance the VAD is in (it was heard while not listening)."""
-
-
-
-
-@dataclass(frozen=True)
 class FalseInterruption:
     """Speech during a reply was not confirmed: the duck was restored (``reply_stopped`` False)
     or the reply had already been stopped and no turn followed (True)."""
@@ -86,5 +90,5 @@ class FalseInterruption:
 
 
 Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
-          | SpeculationCancelled | ReplyInterrupted | DuckSet | VadRestarted
-          | FalseInterruption)
+          | SpeculationCancelled | ReplyInterrupted | DuckSet
+          | FalseInterruption | EndpointQuery)

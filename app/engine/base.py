@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 # Stage names of the latency breakdown, in pipeline order (DESIGN.md "Latency").
 STAGES = ("endpoint_wait", "encode", "prefill", "first_row", "first_chunk", "output_buffer")
+# The remote engine's stages, in the same order (before ``output_buffer``): a full queue's wait,
+# the request sent, the server's response headers, its first audio delta.
+REMOTE_STAGES = ("busy_wait", "upload", "server_first_byte", "first_audio")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class EngineInfo:
     precision: str = ""
     detail: str = ""
     warning: str = ""  # e.g. "running on the CPU: replies will be slow"; shown once loaded
+    transcribes: bool = True  # transcripts of the turns will come (False: the UI says "not
+    # transcribed" instead of waiting, e.g. the remote engine makes no text-branch passes)
 
 
 @dataclass(frozen=True)
@@ -81,12 +86,23 @@ class ReplyFailed:
     """The turn failed; the conversation so far is kept and the next turn works."""
 
     turn_id: int
-    category: Literal["out_of_memory", "input", "engine", "voice_prompt"]
+    category: Literal["out_of_memory", "input", "engine", "voice_prompt", "remote"]
     message: str
     advice: str = ""
 
 
-EngineEvent = ReplyAudio | ReplyText | StageTimed | ReplyDone | ReplyFailed
+@dataclass(frozen=True)
+class ReplyNotice:
+    """Something the person should know while a reply is delayed (e.g. the server's queue is
+    full and the request is asked again); the reply goes on. Shown as a banner."""
+
+    turn_id: int
+    category: str
+    message: str
+    advice: str = ""
+
+
+EngineEvent = ReplyAudio | ReplyText | StageTimed | ReplyDone | ReplyFailed | ReplyNotice
 
 
 class Engine(ABC):

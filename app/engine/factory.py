@@ -15,21 +15,30 @@ from app.settings import EngineKind, Settings
 # kind -> module that provides build_engine(settings); "echo" is built here directly.
 ENGINE_MODULES: dict[str, str] = {
     "moss_speech": "app.engine.moss_speech",
+    "remote": "app.engine.remote",
 }
 
 
 class EngineUnavailableError(RuntimeError):
-    """The chosen engine cannot be built; the message says what is wrong, ``action`` what to do.
+    """The chosen engine cannot be built; the message says what is wrong, ``action`` what to do
+    in the app and ``cli_action`` (when it differs) what to do on the command line.
 
     ``category`` names the banner the UI shows: ``model_invalid`` (model or codec folder),
-    ``voice_prompt``, ``out_of_memory`` (does not fit the GPU) or ``engine_unavailable``.
+    ``voice_prompt``, ``out_of_memory`` (does not fit the GPU), ``remote`` (the MOSS-Speech
+    server cannot be used) or ``engine_unavailable``.
     """
 
     def __init__(self, message: str, category: str = "engine_unavailable",
-                 action: str = "") -> None:
+                 action: str = "", cli_action: str = "") -> None:
         super().__init__(message)
         self.category = category
         self.action = action
+        self.cli_action = cli_action
+
+    def advice(self, context: str = "gui") -> str:
+        """What to do, said for where the person is: ``"gui"`` (settings, model manager) or
+        ``"cli"`` (options of the command line); the GUI advice when there is no CLI one."""
+        return (self.cli_action or self.action) if context == "cli" else self.action
 
 
 def build_engine(settings: Settings, kind: EngineKind | None = None) -> Engine:

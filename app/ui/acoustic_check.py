@@ -9,16 +9,31 @@ and the owner changes ``echo.mode``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QStatusBar, QVBoxLayout, QWidget
 
 from app.events import AcousticCheckFinished, FalseInterruptionDetected, RunAcousticCheck
+from app.settings import Settings
 from app.ui.bridge import UiBridge
 
-if TYPE_CHECKING:
-    from app.ui.main_window import MainWindow
+
+class EchoWindow(Protocol):
+    """What the echo parts need of the main window (not the window itself: no import
+    circle)."""
+
+    @property
+    def bridge(self) -> UiBridge: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def statusBar(self) -> QStatusBar: ...  # Qt's name
+
+    def attach_voice_loop(self, announce_missing: bool = True) -> bool: ...
+
+    def update_settings(self, settings: Settings, reload_engine: bool = False) -> None: ...
 
 MODE_NAMES = {"automatic": "Automatic (echo cancellation)",
               "headset": "Headset (no echo cancellation)",
@@ -38,8 +53,10 @@ def describe(event: AcousticCheckFinished) -> str:
         loss = event.echo_return_loss_db or 0.0
         level = (f"{loss:.0f} dB quieter than" if loss >= 0.5 else
                  f"{-loss:.0f} dB louder than" if loss <= -0.5 else "as loud as")
-        found = (f"<b>Echo found:</b> it comes back {event.delay_ms:.0f} ms later "
-                 f"(round trip {event.round_trip_ms:.0f} ms), {level} what was played.")
+        found = (f"<b>Echo found:</b> the microphone hears the speaker {level} what was "
+                 f"played, {event.delay_ms:.0f} ms after the sound left the speaker "
+                 f"({event.round_trip_ms:.0f} ms from the app playing it to the app hearing "
+                 "it, counting the sound card's buffers). The echo canceller uses this delay.")
     mode = MODE_NAMES.get(event.recommended_mode or "", event.recommended_mode or "")
     return f"{found}<br>Recommended: <b>{mode}</b>. {event.message}"
 
@@ -116,7 +133,7 @@ class EchoUi:
     voice loop if none runs yet) and the session's count of false interruptions in the status
     bar."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: EchoWindow) -> None:
         self.window = window
         self.panel = AcousticCheckPanel(window.bridge, runner=self.run_check)
         self.panel.apply_requested.connect(self.use_mode)

@@ -14,7 +14,8 @@ from app.ui.main_window import MainWindow, PortFactory, needs_first_run
 
 # Qt messages known to be harmless: the offscreen platform (tests, --screenshot) repeats this one
 # for every window, and it says nothing a person can act on.
-HARMLESS_QT_MESSAGES = ("This plugin does not support propagateSizeHints()",)
+HARMLESS_QT_MESSAGES = ("This plugin does not support propagateSizeHints()",
+                        "This plugin does not support raise()")
 QT_LOG_LEVELS = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
                  QtMsgType.QtWarningMsg: logging.WARNING, QtMsgType.QtCriticalMsg: logging.ERROR,
                  QtMsgType.QtFatalMsg: logging.CRITICAL}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QAbstractSpinBox,
     QApplication,
     QCheckBox,
@@ -20,46 +21,30 @@ from PySide6.QtWidgets import (
 
 from app.events import ConversationState
 from app.settings import ListenMode
+from app.ui.listening import MODE_TEXT, STATE_TEXT, Shown
 
-STATE_TEXT = {
-    ConversationState.IDLE: "Not listening",
-    ConversationState.LISTENING: "Listening",
-    ConversationState.USER_SPEAKING: "You are speaking",
-    ConversationState.ENDPOINTING: "You are speaking",
-    ConversationState.RESPONDING: "Thinking",
-    ConversationState.SPEAKING: "Speaking",
-    ConversationState.INTERRUPTED: "Interrupted",
-}
-STATE_COLORS = {
-    ConversationState.IDLE: "#8a8a8a",
-    ConversationState.LISTENING: "#2e9d57",
-    ConversationState.USER_SPEAKING: "#1f78d1",
-    ConversationState.ENDPOINTING: "#1f78d1",
-    ConversationState.RESPONDING: "#d48806",
-    ConversationState.SPEAKING: "#8e44ad",
-    ConversationState.INTERRUPTED: "#c0392b",
-}
-MODE_TEXT = {"always_listening": "Always listening", "push_to_talk": "Push-to-talk"}
+__all__ = ["MODE_TEXT", "STATE_TEXT", "HoldToTalkFilter", "StateIndicator", "TalkControls",
+           "key_from_name"]
 _TEXT_INPUTS = (QLineEdit, QTextEdit, QPlainTextEdit, QAbstractSpinBox, QComboBox)
+_ACTIVATE_KEYS = (Qt.Key.Key_Return, Qt.Key.Key_Enter)
 
 
 class StateIndicator(QLabel):
-    """A coloured dot and the state in words."""
+    """A coloured outline and the listening state in words (app.ui.listening decides)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("stateLabel")
-        self.state = ConversationState.IDLE
-        self.set_state(ConversationState.IDLE)
+        self.state = ConversationState.IDLE  # the last state the voice loop reported
 
-    def set_state(self, state: ConversationState) -> None:
-        self.state = state
-        color = STATE_COLORS[state]
-        self.setText(STATE_TEXT[state])
+    def show_listening(self, shown: Shown, state: ConversationState | None) -> None:
+        if state is not None:
+            self.state = state
+        self.setText(shown.header)
         self.setStyleSheet(
-            f"QLabel#stateLabel {{ font-size: 18px; font-weight: 600; color: {color}; "
-            f"padding: 2px 10px; border: 2px solid {color}; border-radius: 13px; }}")
-        self.setToolTip(f"Conversation state: {state.value}")
+            f"QLabel#stateLabel {{ font-size: 17px; font-weight: 600; color: {shown.color}; "
+            f"padding: 1px 10px; border: 2px solid {shown.color}; border-radius: 12px; }}")
+        self.setToolTip(shown.tooltip)
 
 
 def key_from_name(name: str) -> tuple[int, Qt.KeyboardModifier] | None:
@@ -74,20 +59,23 @@ def key_from_name(name: str) -> tuple[int, Qt.KeyboardModifier] | None:
 
 
 class HoldToTalkFilter(QObject):
-    """Application-wide key filter: holding the key talks while the main window has focus.
+    """Application-wide key filter for the main window: the talk key always belongs to talking.
 
-    Ignored while a text field has focus (typing a space must not talk) and while the mode is
-    always-listening; auto-repeat is ignored, and losing focus while held releases.
+    In push-to-talk mode holding it talks (``pressed``/``released``); in always-listening mode
+    pressing it only emits ``not_needed`` (so it never clicks the focused button). Return and
+    Enter activate the focused button instead. Ignored while a text field has focus (typing a
+    space must not talk); auto-repeat is ignored, and losing focus while held releases.
     """
 
     pressed = Signal()
     released = Signal()
+    not_needed = Signal()
 
     def __init__(self, window: QWidget) -> None:
         super().__init__(window)
         self._window = window
         self._key: tuple[int, Qt.KeyboardModifier] | None = None
-        self.enabled = False
+        self.enabled = False  # push-to-talk mode
         self.held = False
 
     def set_key(self, name: str) -> bool:
@@ -109,21 +97,35 @@ class HoldToTalkFilter(QObject):
         if kind == QEvent.Type.WindowDeactivate and watched is self._window:
             self.release_if_held()
             return False
-        if kind not in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease) or not self.enabled:
+        if kind not in (QEvent.Type.KeyPress, QEvent.Type.KeyRelease):
             return False
         if not isinstance(watched, QWidget) or watched.window() is not self._window:
             return False
         assert isinstance(event, QKeyEvent)
-        if self._key is None or event.key() != self._key[0]:
+        focus = QApplication.focusWidget()
+        if isinstance(watched, _TEXT_INPUTS) or isinstance(focus, _TEXT_INPUTS):
             return False
-        if isinstance(watched, _TEXT_INPUTS) or isinstance(QApplication.focusWidget(),
-                                                            _TEXT_INPUTS):
+        if self._key is not None and event.key() == self._key[0]:
+            return self._talk_key(kind, event)
+        if (event.key() in _ACTIVATE_KEYS and kind == QEvent.Type.KeyPress
+                and isinstance(focus, QAbstractButton) and watched is focus
+                and focus.isEnabled()):
+            focus.animateClick()
+            return True
+        return False
+
+    def _talk_key(self, kind: QEvent.Type, event: QKeyEvent) -> bool:
+        assert self._key is not None
+        if kind == QEvent.Type.KeyPress and not self.held and (
+                event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier != self._key[1]):
             return False
         if event.isAutoRepeat():
             return True
+        if not self.enabled:
+            if kind == QEvent.Type.KeyPress:
+                self.not_needed.emit()
+            return True
         if kind == QEvent.Type.KeyPress and not self.held:
-            if event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier != self._key[1]:
-                return False
             self.held = True
             self.pressed.emit()
         elif kind == QEvent.Type.KeyRelease and self.held:
@@ -171,6 +173,15 @@ class TalkControls(QWidget):
         self.always_switch.blockSignals(False)
         self.talk_button.setVisible(mode == "push_to_talk")
         self.talk_button.setText(f"Hold to talk ({key_name})")
+
+    def show_microphone(self, available: bool) -> None:
+        """No microphone: nothing to talk into, nothing to mute."""
+        self.talk_button.setEnabled(available)
+        self.mute_button.setEnabled(available)
+        tip = "" if available else "No microphone is open: connect one or choose one in " \
+            "Settings → Audio devices."
+        self.talk_button.setToolTip(tip or "Hold while you speak")
+        self.mute_button.setToolTip(tip)
 
     def show_state(self, state: ConversationState) -> None:
         self.stop_button.setEnabled(state in (ConversationState.RESPONDING,

@@ -1,5 +1,8 @@
 """Latency panel: the last turn's response latency with a stage bar, barge-in stop latency,
-a per-turn history table, and CSV/JSON export of every kept record."""
+a per-turn history table, and CSV/JSON export of every kept record.
+
+Only the stages the running engine reports are shown (the echo demo has no encode or prefill),
+and every time is in milliseconds."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import csv
 import io
 import json
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,23 +37,56 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.base import STAGES
+from app.engine.base import REMOTE_STAGES, STAGES
 from app.events import TurnRecord
 
 MAX_KEPT_RECORDS = 10_000  # a long session stays flat in memory
 STAGE_TITLES = {"endpoint_wait": "Endpoint wait", "encode": "Encode", "prefill": "Prefill",
                 "first_row": "First row", "first_chunk": "First chunk",
-                "output_buffer": "Output buffer"}
+                "output_buffer": "Output buffer",
+                # the remote engine's stages (REMOTE_STAGES)
+                "upload": "Upload", "server_first_byte": "Server first byte",
+                "first_audio": "First audio", "busy_wait": "Server busy"}
 STAGE_SHORT = {"endpoint_wait": "Endpoint\nwait", "encode": "Encode", "prefill": "Prefill",
                "first_row": "First\nrow", "first_chunk": "First\nchunk",
                "output_buffer": "Output\nbuffer"}
 STAGE_COLORS = {"endpoint_wait": "#8e9aaf", "encode": "#4c9be8", "prefill": "#8e6fd8",
-                "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d"}
+                "first_row": "#e8a33d", "first_chunk": "#d9634c", "output_buffer": "#4caf7d",
+                "upload": "#4c9be8", "server_first_byte": "#8e6fd8", "first_audio": "#d9634c",
+                "busy_wait": "#b0a060"}
 OTHER_COLOR = "#c8c8c8"
+DEFINITION = ("Response latency = first audible reply sample − end of your speech, measured at "
+              "the devices (microphone capture time and speaker output time).")
+
+
+def ordered_stages(names: Iterable[str]) -> list[str]:
+    """Pipeline order: the local engine's stages, the remote one's, any other (by name), then
+    the output buffer (the last stage of every turn)."""
+    present = set(names)
+    known = [s for s in (*STAGES[:-1], *REMOTE_STAGES) if s in present]
+    others = sorted(present - set(STAGES) - set(REMOTE_STAGES))
+    return known + others + (["output_buffer"] if "output_buffer" in present else [])
 
 
 def stage_title(stage: str) -> str:
     return STAGE_TITLES.get(stage, stage.replace("_", " ").capitalize())
+
+
+def endpoint_text(record: TurnRecord) -> str:
+    """The endpoint decision as its own stage: silence waited, the model's verdict."""
+    decision = record.endpoint_decision
+    if decision is None:
+        return "End of turn: –"
+    by = {"model": "the end-of-turn model said finished", "cap": "the turn was too long",
+          "release": "you released the key"}.get(decision.by, "silence")
+    text = f"End of turn after {decision.silence_ms:.0f} ms of silence: {by}"
+    if decision.probability is not None:
+        verdict = "finished" if decision.by == "model" else "not finished"
+        text += f" (model: {verdict}, p = {decision.probability:.2f}"
+        text += f", {decision.model_ms:.0f} ms)" if decision.model_ms is not None else ")"
+    elif decision.by == "silence":
+        text += " (no model verdict)"
+    return text
 
 
 def _ms(value: float | None) -> str:
@@ -126,9 +163,7 @@ class StageBar(QWidget):
 
     def segments(self) -> list[tuple[str, float]]:
         """(stage, ms) in pipeline order; time not covered by a stage is shown as 'other'."""
-        order = [s for s in STAGES if s in self.stages_ms]
-        order += sorted(set(self.stages_ms) - set(STAGES))
-        parts = [(s, max(0.0, float(self.stages_ms[s]))) for s in order]
+        parts = [(s, max(0.0, float(self.stages_ms[s]))) for s in ordered_stages(self.stages_ms)]
         covered = sum(ms for _, ms in parts)
         if self.total_ms is not None and self.total_ms > covered + 0.5:
             parts.append(("other", self.total_ms - covered))
@@ -159,18 +194,31 @@ class StageBar(QWidget):
 
 
 class HistoryModel(QAbstractTableModel):
-    """Per-turn history: newest first."""
+    """Per-turn history, newest first; a column for each stage some turn reported."""
 
     def __init__(self) -> None:
         super().__init__()
         self.records: deque[TurnRecord] = deque(maxlen=MAX_KEPT_RECORDS)
-        self.columns = ["Turn", "Response", *[STAGE_SHORT.get(s, s) for s in STAGES],
-                        "Heard\n(s)", "Barge-in\nstop"]
-        self.tooltips = ["Turn number", "Response latency (ms)",
-                         *[f"{stage_title(s)} (ms)" for s in STAGES],
-                         "Seconds of the reply that were heard", "Barge-in stop latency (ms)"]
+        self.stages: list[str] = []
+        self._set_columns()
+
+    def _set_columns(self) -> None:
+        self.columns = ["Turn", "Response", *[STAGE_SHORT.get(s, stage_title(s))
+                                              for s in self.stages],
+                        "Heard", "Barge-in\nstop"]
+        self.tooltips = ["Turn number", "Response latency (ms): first audible reply sample − "
+                         "end of your speech",
+                         *[f"{stage_title(s)} (ms)" for s in self.stages],
+                         "How much of the reply was heard (ms)",
+                         "Barge-in stop latency (ms): your speech onset → reply silent"]
 
     def add(self, record: TurnRecord) -> None:
+        new_stages = set(record.stages_ms) - set(self.stages)
+        if new_stages:  # a stage no turn had before: one more column
+            self.beginResetModel()
+            self.stages = ordered_stages(set(self.stages) | new_stages)
+            self._set_columns()
+            self.endResetModel()
         if len(self.records) == self.records.maxlen:  # the oldest (last row) leaves
             last = len(self.records) - 1
             self.beginRemoveRows(QModelIndex(), last, last)
@@ -202,10 +250,10 @@ class HistoryModel(QAbstractTableModel):
             return str(record.turn_id)
         if column == 1:
             return _ms(record.response_latency_ms)
-        if column < 2 + len(STAGES):
-            return _ms(record.stages_ms.get(STAGES[column - 2]))
-        if column == 2 + len(STAGES):
-            return f"{record.heard_ms / 1000:.1f}"
+        if column < 2 + len(self.stages):
+            return _ms(record.stages_ms.get(self.stages[column - 2]))
+        if column == 2 + len(self.stages):
+            return _ms(record.heard_ms)
         return _ms(record.barge_in.stop_latency_ms) if record.barge_in else ""
 
     def data(self, index: QModelIndex | QPersistentModelIndex,
@@ -228,27 +276,40 @@ class LatencyPanel(QWidget):
         super().__init__(parent)
         self.response_label = QLabel("No turns yet.")
         self.response_label.setObjectName("responseLatency")
-        self.response_label.setStyleSheet("font-size: 16px; font-weight: 600;")
-        self.detail_label = QLabel("Response latency = first audible reply sample − end of "
-                                   "your speech, measured at the devices. Table times in ms.")
-        self.detail_label.setWordWrap(True)
+        self.response_label.setStyleSheet("font-size: 15px; font-weight: 600;")
+        self.response_label.setToolTip(DEFINITION)
+        self.detail_label = QLabel("all times in ms")  # shown on the section's title line
+        self.detail_label.setToolTip(DEFINITION)
         self.detail_label.setStyleSheet("color: gray;")
+        self.endpoint_label = QLabel("End of turn: –")
+        self.endpoint_label.setObjectName("endpointDecision")
+        self.endpoint_label.setToolTip("How the end of your turn was decided: the silence "
+                                       "waited, and the end-of-turn model's verdict")
         self.barge_in_label = QLabel("Barge-in stop: –")
         self.barge_in_label.setToolTip("Talking over a reply: your speech onset → reply silent")
         self.stage_bar = StageBar()
-        self.legend = self._build_legend()
+        self.legend = QWidget()
+        self.legend_grid = QGridLayout(self.legend)
+        self.legend_grid.setContentsMargins(0, 0, 0, 0)
+        self.legend_grid.setHorizontalSpacing(12)
+        self.legend_grid.setVerticalSpacing(0)
+        self.legend_labels: dict[str, QLabel] = {}
         self.history = HistoryModel()
         self.table = QTableView()
+        self.table.setObjectName("latencyTable")
         self.table.setModel(self.history)
         self.table.verticalHeader().hide()
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         header.setMinimumSectionSize(36)
-        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.verticalHeader().setDefaultSectionSize(20)
         self.table.setAlternatingRowColors(True)
-        self.csv_button = QPushButton("Export CSV…")
-        self.json_button = QPushButton("Export JSON…")
+        self.table.setMinimumHeight(90)  # a header and three rows, even in a small window
+        self.csv_button = QPushButton("CSV…")
+        self.csv_button.setToolTip("Export every measured turn as CSV")
+        self.json_button = QPushButton("JSON…")
+        self.json_button.setToolTip("Export every measured turn as JSON")
         self.csv_button.clicked.connect(lambda: self._ask_export(".csv"))
         self.json_button.clicked.connect(lambda: self._ask_export(".json"))
         buttons = QHBoxLayout()
@@ -257,30 +318,25 @@ class LatencyPanel(QWidget):
         buttons.addWidget(self.json_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
         layout.addWidget(self.response_label)
         layout.addWidget(self.stage_bar)
         layout.addWidget(self.legend)
-        layout.addWidget(self.detail_label)
+        layout.addWidget(self.endpoint_label)
         layout.addLayout(buttons)
         layout.addWidget(self.table, 1)
 
-    def _build_legend(self) -> QWidget:
-        legend = QWidget()
-        grid = QGridLayout(legend)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setHorizontalSpacing(12)
-        grid.setVerticalSpacing(0)
-        self.legend_labels: dict[str, QLabel] = {}
-        for i, stage in enumerate(STAGES):
-            label = QLabel()
+    def _show_legend(self, stages_ms: dict[str, float]) -> None:
+        """One entry per stage this turn reported, in pipeline order."""
+        for label in self.legend_labels.values():
+            self.legend_grid.removeWidget(label)
+            label.deleteLater()
+        self.legend_labels = {}
+        for i, stage in enumerate(ordered_stages(list(stages_ms))):
+            swatch = f"<span style='color:{STAGE_COLORS.get(stage, OTHER_COLOR)}'>■</span>"
+            label = QLabel(f"{swatch} {stage_title(stage)} {_ms(stages_ms[stage])} ms")
             self.legend_labels[stage] = label
-            self._set_legend(stage, None)
-            grid.addWidget(label, i // 3, i % 3)
-        return legend
-
-    def _set_legend(self, stage: str, ms: float | None) -> None:
-        swatch = f"<span style='color:{STAGE_COLORS[stage]}'>■</span>"
-        self.legend_labels[stage].setText(f"{swatch} {stage_title(stage)} {_ms(ms)} ms")
+            self.legend_grid.addWidget(label, i // 3, i % 3)
 
     @property
     def records(self) -> list[TurnRecord]:
@@ -294,12 +350,11 @@ class LatencyPanel(QWidget):
         else:
             self.response_label.setText(f"Turn {record.turn_id}: no reply was heard")
         self.stage_bar.set_stages(record.stages_ms, record.response_latency_ms)
-        for stage in STAGES:
-            self._set_legend(stage, record.stages_ms.get(stage))
+        self._show_legend(record.stages_ms)
+        self.endpoint_label.setText(endpoint_text(record))
         if record.barge_in is not None:
             self.barge_in_label.setText(f"Barge-in stop: {record.barge_in.stop_latency_ms:.0f} ms"
                                         f"  (turn {record.turn_id})")
-
     def export(self, path: Path) -> Path:
         """CSV or JSON by suffix."""
         path = Path(path)

@@ -6,33 +6,35 @@ app, the same pipeline on simulated devices for ``--screenshot --demo``); a port
 ``start()`` method is started after the window subscribed, on a background thread (it may load
 the VAD model and open devices; :mod:`app.ui.voice_loop`). Without a factory the window still
 runs and says so.
+
+What the window says about listening is decided in one place (:mod:`app.ui.listening`) from
+the state, the mode, mute and the devices the voice loop has open.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import replace
 
-from PySide6.QtCore import QTimer, QUrl
-from PySide6.QtGui import QAction, QCloseEvent, QColor, QDesktopServices, QIcon
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QIcon, QResizeEvent
 from PySide6.QtWidgets import (
     QApplication,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QMainWindow,
-    QMessageBox,
-    QSplitter,
+    QScrollArea,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from app import APP_NAME, __version__
+from app import APP_NAME
 from app.engine.base import EngineInfo
 from app.engine.preflight import GpuQuery, query_gpu_memory
 from app.events import (
     ApplySettings,
+    AudioDevicesOpened,
     ConversationPort,
     ConversationState,
     DeviceLost,
@@ -40,52 +42,33 @@ from app.events import (
     ErrorReported,
     PressToTalk,
     ReleaseToTalk,
-    ReplyFinished,
-    ReplyStarted,
     SetListenMode,
     SetMuted,
     StateChanged,
     StopReply,
-    TranscriptUpdated,
-    TurnMeasured,
-    UserSpeechStarted,
-    UserTurnEnded,
 )
-from app.paths import log_dir, resource
+from app.paths import resource
 from app.settings import Settings
 from app.settings_store import save_settings
 from app.ui.acoustic_check import EchoUi
 from app.ui.banners import BannerArea
 from app.ui.bridge import UiBridge
 from app.ui.controls import MODE_TEXT, STATE_TEXT, HoldToTalkFilter, StateIndicator, TalkControls
+from app.ui.conversation_page import ConversationPage
 from app.ui.errors import StatusPresenter
 from app.ui.first_run import FirstRunPage
-from app.ui.latency_panel import LatencyPanel
-from app.ui.transcript_view import TranscriptView
+from app.ui.listening import Listening, describe
+from app.ui.style import apply_app_style
 from app.ui.voice_loop import VoiceLoopHost
-from app.ui.waveform import WaveformWidget
+from app.ui.window_menus import MenuHost
+from app.ui.window_text import DEMO_BADGE, DEMO_BADGE_STYLE, engine_label, needs_first_run
 
 PortFactory = Callable[[Settings], ConversationPort]
 WAVEFORM_FPS = 30
-DEMO_BADGE = "Echo demo — no model loaded"
-__all__ = ["MODE_TEXT", "STATE_TEXT", "MainWindow", "PortFactory", "engine_label"]
-
-
-def engine_label(settings: Settings, info: EngineInfo | None) -> str:
-    if info is not None:
-        demo = " — demo, no model loaded" if info.is_demo else ""
-        return f"Engine: {info.name}{demo}"
-    if settings.engine.kind == "echo":
-        return "Engine: echo — demo, no model loaded"
-    return "Engine: MOSS-Speech (not loaded)"
-
-
-def needs_first_run(settings: Settings) -> bool:
-    """No model set up and the first-run screen not yet answered."""
-    engine = settings.engine
-    model_set = bool(engine.model_dir and engine.codec_dir and Path(engine.model_dir).is_dir()
-                     and Path(engine.codec_dir).is_dir())
-    return not settings.ui.first_run_done and not (engine.kind == "moss_speech" and model_set)
+MIN_WIDTH, MIN_HEIGHT = 800, 500  # the smallest window the layout is made for
+MAX_BANNER_SHARE = 0.4  # banners take at most this share of the height, then scroll
+__all__ = ["MODE_TEXT", "STATE_TEXT", "MainWindow", "PortFactory", "engine_label",
+           "needs_first_run"]
 
 
 class MainWindow(QMainWindow):
@@ -94,23 +77,33 @@ class MainWindow(QMainWindow):
                  persist_settings: bool = True,
                  gpu_query: Callable[[], GpuQuery] = query_gpu_memory) -> None:
         super().__init__()
+        apply_app_style()
         self.setWindowTitle(APP_NAME)
         self.setWindowIcon(QIcon(str(resource("icons", "moss-voice.svg"))))
         self.resize(1100, 760)
-        self.bridge = bridge or UiBridge(parent=self)
-        self.port_factory = port_factory
+        self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)
+        self._bridge = bridge or UiBridge(parent=self)
+        self._port_factory = port_factory
         self.persist_settings = persist_settings
         self.gpu_query = gpu_query  # run off the GUI thread by the dialogs that show VRAM
         self._settings = settings
         self.engine_info = engine_info
+        self.listening = Listening(mode=settings.turn.mode, hold_key=settings.turn.hold_to_talk_key)
         self.settings_dialog: QWidget | None = None
         self.model_manager: QWidget | None = None
+        self._muted_for_setup = False
         self._build_widgets()
-        self._build_menus()
+        self.menus = MenuHost(self, export_conversation=self.transcript._ask_export_path,
+                              export_latency=self.latency._ask_export,
+                              open_settings=self.open_settings,
+                              open_model_manager=self.open_model_manager,
+                              reload_engine=lambda: self.status_presenter.reload_engine(),
+                              hold_key=lambda: self._settings.turn.hold_to_talk_key)
         self._connect_bridge()
         self.hold_filter = HoldToTalkFilter(self)
         self.hold_filter.pressed.connect(self._on_talk_pressed)
         self.hold_filter.released.connect(self._on_talk_released)
+        self.hold_filter.not_needed.connect(self._hold_key_not_needed)
         app = QApplication.instance()
         assert app is not None
         app.installEventFilter(self.hold_filter)
@@ -118,29 +111,40 @@ class MainWindow(QMainWindow):
         self.frame_timer.setInterval(1000 // WAVEFORM_FPS)
         self.frame_timer.timeout.connect(self.refresh_waveforms)
         self.frame_timer.start()
-        self.show_page(self.first_run if needs_first_run(settings) else self.conversation_page)
+        self.show_page(self.first_run_scroll if needs_first_run(settings)
+                       else self.conversation_page)
         self.apply_settings(settings, engine_info)
 
     # ---- layout ------------------------------------------------------------------------------
+
+    @property
+    def bridge(self) -> UiBridge:
+        return self._bridge
+
+    @property
+    def banners(self) -> BannerArea:
+        return self._banners
+
+    @property
+    def port_factory(self) -> PortFactory | None:
+        return self._port_factory
 
     def _build_widgets(self) -> None:
         self.state_label = StateIndicator()
         self.demo_badge = QLabel(DEMO_BADGE)
         self.demo_badge.setObjectName("demoBadge")
-        self.demo_badge.setStyleSheet("QLabel#demoBadge { background: #fff3bf; color: #5c4400; "
-                                      "border: 1px solid #e0c060; border-radius: 4px; "
-                                      "padding: 3px 8px; font-weight: 600; }")
+        self.demo_badge.setStyleSheet(DEMO_BADGE_STYLE)
         self.controls = TalkControls()
         self.controls.mode_changed.connect(self._on_mode_changed)
         self.controls.talk_pressed.connect(self._on_talk_pressed)
         self.controls.talk_released.connect(self._on_talk_released)
-        self.controls.mute_changed.connect(lambda muted: self.bridge.submit(SetMuted(muted)))
+        self.controls.mute_changed.connect(self._on_mute_changed)
         self.controls.stop_requested.connect(lambda: self.bridge.submit(StopReply()))
-        self.banners = BannerArea()
-        self.mic_wave = WaveformWidget("Microphone", QColor("#1f78d1"))
-        self.reply_wave = WaveformWidget("Reply", QColor("#8e44ad"))
-        self.transcript = TranscriptView()
-        self.latency = LatencyPanel()
+        self._banners = BannerArea()
+        self._banners.room_px = lambda: int(self.height() * MAX_BANNER_SHARE)
+        self.page = ConversationPage()
+        self.mic_wave, self.reply_wave = self.page.mic_wave, self.page.reply_wave
+        self.transcript, self.latency = self.page.transcript, self.page.latency
         for view in (self.transcript, self.latency):
             view.export_failed.connect(
                 lambda text: self.banners.show_banner("export", "error", text))
@@ -148,9 +152,15 @@ class MainWindow(QMainWindow):
         self.first_run = FirstRunPage(self.echo_ui.panel)
         self.first_run.model_manager_requested.connect(self.open_model_manager)
         self.first_run.demo_requested.connect(self.start_echo_demo)
-        self.conversation_page = self._build_conversation_page()
+        self.first_run.remote_requested.connect(self.open_remote_setup)
+        self.first_run_scroll = QScrollArea()  # the welcome card fits a small window too
+        self.first_run_scroll.setObjectName("firstRunScroll")
+        self.first_run_scroll.setWidgetResizable(True)
+        self.first_run_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.first_run_scroll.setWidget(self.first_run)
+        self.conversation_page = self.page
         self.stack = QStackedWidget()
-        self.stack.addWidget(self.first_run)
+        self.stack.addWidget(self.first_run_scroll)
         self.stack.addWidget(self.conversation_page)
         header = QHBoxLayout()
         header.addWidget(self.state_label)
@@ -159,70 +169,26 @@ class MainWindow(QMainWindow):
         header.addWidget(self.controls)
         central = QWidget()
         layout = QVBoxLayout(central)
+        layout.setContentsMargins(8, 6, 8, 4)
+        layout.setSpacing(4)
         layout.addLayout(header)
         layout.addWidget(self.banners)
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
         self.engine_status, self.device_status, self.mode_status = QLabel(), QLabel(), QLabel()
+        self.mode_status.setObjectName("listeningStatus")
         for label in (self.engine_status, self.device_status, self.mode_status):
             label.setStyleSheet("padding: 0 10px; border-left: 1px solid palette(mid);")
             self.statusBar().addPermanentWidget(label)
 
-    def _titled_area(self, title: str, name: str, *widgets: QWidget) -> QGroupBox:
-        box = QGroupBox(title)
-        box.setObjectName(name)
-        layout = QVBoxLayout(box)
-        for widget in widgets:
-            layout.addWidget(widget)
-        return box
-
-    def _build_conversation_page(self) -> QWidget:
-        waves = self._titled_area("Microphone and reply", "waveformArea",
-                                  self.mic_wave, self.reply_wave)
-        transcript = self._titled_area("Transcript", "transcriptArea", self.transcript)
-        latency = self._titled_area("Latency", "latencyArea", self.latency)
-        lower = QSplitter()
-        lower.addWidget(transcript)
-        lower.addWidget(latency)
-        lower.setSizes([500, 600])
-        splitter = QSplitter()
-        splitter.setOrientation(splitter.orientation().Vertical)
-        splitter.addWidget(waves)
-        splitter.addWidget(lower)
-        splitter.setSizes([200, 480])
-        return splitter
-
-    def _build_menus(self) -> None:
-        def action(menu_name: str, text: str, slot: Callable[[], object]) -> QAction:
-            act = QAction(text, self)
-            act.triggered.connect(lambda _checked=False: slot())
-            menus[menu_name].addAction(act)
-            return act
-
-        bar = self.menuBar()
-        menus = {name: bar.addMenu(name) for name in ("&File", "&Settings", "&Help")}
-        action("&File", "Export conversation…", self.transcript._ask_export_path)
-        action("&File", "Export latency as CSV…", lambda: self.latency._ask_export(".csv"))
-        action("&File", "Export latency as JSON…", lambda: self.latency._ask_export(".json"))
-        menus["&File"].addSeparator()
-        action("&File", "Quit", self.close)
-        action("&Settings", "Settings…", self.open_settings)
-        action("&Settings", "Model manager…", self.open_model_manager)
-        action("&Help", "Open log folder", lambda: QDesktopServices.openUrl(
-            QUrl.fromLocalFile(str(log_dir()))))
-        action("&Help", "About", lambda: QMessageBox.about(
-            self, f"About {APP_NAME}", f"{APP_NAME} {__version__}: talk with MOSS-Speech."))
-
     def _connect_bridge(self) -> None:
         b = self.bridge
         b.on(StateChanged, lambda e: self.set_state(e.state))
-        for kind in (UserSpeechStarted, UserTurnEnded, ReplyStarted, ReplyFinished,
-                     TranscriptUpdated):
-            b.on(kind, self.transcript.apply)
-        b.on(TurnMeasured, lambda e: self.latency.add_record(e.record))
+        self.page.connect_bridge(b)
         self.status_presenter = StatusPresenter(self)
         b.on(EngineStatusChanged, self.status_presenter.on_engine_status)
         b.on(DeviceLost, self.status_presenter.on_device_lost)
+        b.on(AudioDevicesOpened, self._on_devices_opened)
         b.on(ErrorReported, self.status_presenter.on_error)
         self.voice_loop = VoiceLoopHost(self)
 
@@ -236,14 +202,17 @@ class MainWindow(QMainWindow):
         """Show ``settings`` (no command is sent; see ``update_settings``)."""
         self._settings = settings
         self.show_engine(engine_info)
-        self.mode_status.setText(MODE_TEXT[settings.turn.mode])
         key = settings.turn.hold_to_talk_key
         self.controls.show_mode(settings.turn.mode, key)
         if not self.hold_filter.set_key(key):
             self.banners.show_banner("hold-key", "warning", f"The hold-to-talk key '{key}' is "
                                      "not a key Qt knows; use the button or pick another key.",
-                                     "Settings", lambda: self.open_settings("turn"))
+                                     "Settings", lambda: self.open_settings("turn"),
+                                     counted=False)
+        else:
+            self.banners.remove("hold-key")
         self.hold_filter.set_enabled(settings.turn.mode == "push_to_talk")
+        self.show_listening(replace(self.listening, mode=settings.turn.mode, hold_key=key))
 
     def show_engine(self, info: EngineInfo | None) -> None:
         """Show the engine (``info``, else the last one known): name, device, demo badge, and
@@ -256,9 +225,16 @@ class MainWindow(QMainWindow):
         is_demo = info.is_demo if info is not None else settings.engine.kind == "echo"
         self.demo_badge.setText(DEMO_BADGE if info is None or info.name.lower().startswith("echo")
                                 else f"Demo: {info.name} — no model loaded")
-        self.transcript.set_transcribing(not is_demo and settings.transcript.text_branch)
+        transcribes = info.transcribes if info is not None else True
+        self.transcript.set_transcribing(not is_demo and transcribes
+                                         and settings.transcript.text_branch)
         self.demo_badge.setToolTip(info.detail if info is not None else "")
         self.demo_badge.setVisible(is_demo and not self.showing_first_run)
+
+    def engine_running(self) -> bool:
+        """The engine the settings name is the one answering (not the demo standing in)."""
+        info = self.engine_info
+        return self._settings.engine.kind == "echo" or (info is not None and not info.is_demo)
 
     def update_settings(self, settings: Settings, reload_engine: bool = False) -> None:
         """Adopt new settings: show, save and send them to the pipeline."""
@@ -271,25 +247,53 @@ class MainWindow(QMainWindow):
             except OSError as exc:
                 self.banners.show_banner("save-settings", "error",
                                          f"Settings could not be saved ({exc}); they apply "
-                                         "until you quit.")
+                                         "until you quit.", counted=False)
         self.bridge.submit(ApplySettings(settings, reload_engine=reload_engine))
 
     def show_warning(self, text: str) -> None:
         first_line = text.splitlines()[0] if text else ""
         self.statusBar().showMessage(first_line)
         self.statusBar().setToolTip(text)
-        self.banners.show_banner("settings-file", "warning", text.replace("\n", "<br>"))
+        self.banners.show_banner("settings-file", "warning", text.replace("\n", "<br>"),
+                                 counted=False)
+
+    # ---- listening ---------------------------------------------------------------------------
+
+    def show_listening(self, listening: Listening) -> None:
+        """The one place the header, the controls and the status bar learn about listening."""
+        self.listening = listening
+        shown = describe(listening)
+        self.state_label.show_listening(shown, listening.state)
+        self.mode_status.setText(shown.status)
+        self.mode_status.setToolTip(shown.tooltip)
+        self.controls.show_microphone(listening.loop != "running" or listening.has_microphone)
+
+    def set_loop_status(self, status: str) -> None:
+        """The voice loop is "none", "starting" or "running" (app.ui.voice_loop)."""
+        self.show_listening(replace(self.listening, loop=status))
+
+    def set_state(self, state: ConversationState) -> None:
+        self.show_listening(self.listening.with_state(state))
+        self.controls.show_state(state)
+
+    def _on_devices_opened(self, event: AudioDevicesOpened) -> None:
+        self.status_presenter.on_devices_opened(event)
+        self.show_listening(replace(self.listening, microphone=event.input_device,
+                                    has_microphone=event.input_device is not None,
+                                    has_speaker=event.output_device is not None))
 
     # ---- conversation ------------------------------------------------------------------------
 
     @property
     def showing_first_run(self) -> bool:
-        return self.stack.currentWidget() is self.first_run
+        return self.stack.currentWidget() is self.first_run_scroll
 
     def show_page(self, page: QWidget) -> None:
         """The first-run screen hides the conversation controls (nothing to control yet)."""
+        if page is self.first_run:
+            page = self.first_run_scroll
         self.stack.setCurrentWidget(page)
-        first_run = page is self.first_run
+        first_run = page is self.first_run_scroll
         for widget in (self.state_label, self.controls):
             widget.setVisible(not first_run)
         if first_run:
@@ -301,10 +305,21 @@ class MainWindow(QMainWindow):
         self.apply_settings(self._settings)
         if self._settings.engine.kind == "moss_speech":
             self.status_presenter.check_model_folders()
-        return self.attach_voice_loop()
+        attached = self.attach_voice_loop()
+        if self._muted_for_setup:  # the set-up is over: listen (unless muted by the person)
+            self._muted_for_setup = False
+            self.bridge.submit(SetMuted(self.controls.mute_button.isChecked()))
+        return attached
 
     def attach_voice_loop(self, announce_missing: bool = True) -> bool:
-        return self.voice_loop.attach(announce_missing)
+        """Start the voice loop if none runs. During the first-run set-up (the acoustic check,
+        recording a voice) it starts muted: nothing answers before the conversation starts."""
+        running = self.bridge.port is not None
+        attached = self.voice_loop.attach(announce_missing)
+        if attached and not running and self.showing_first_run:
+            self.bridge.submit(SetMuted(True))
+            self._muted_for_setup = True
+        return attached
 
     def start_echo_demo(self) -> None:
         self.update_settings(self._settings.with_values({"engine.kind": "echo",
@@ -313,24 +328,38 @@ class MainWindow(QMainWindow):
 
     def refresh_waveforms(self) -> None:
         if self.isVisible() and self.stack.currentWidget() is self.conversation_page:
-            self.mic_wave.refresh()
-            self.reply_wave.refresh()
-
-    def set_state(self, state: ConversationState) -> None:
-        self.state_label.set_state(state)
-        self.controls.show_state(state)
+            self.page.refresh_waveforms()
 
     def _on_mode_changed(self, mode: str) -> None:
         self.update_settings(self._settings.with_value("turn.mode", mode))
         self.bridge.submit(SetListenMode(mode))  # type: ignore[arg-type]
 
+    def _on_mute_changed(self, muted: bool) -> None:
+        self.bridge.submit(SetMuted(muted))
+        self.show_listening(replace(self.listening, muted=muted))
+
     def _on_talk_pressed(self) -> None:
+        if self.listening.loop == "running" and not self.listening.has_microphone:
+            self._say_no_microphone()
+            return
         self.controls.talk_button.setDown(True)
         self.bridge.submit(PressToTalk())
 
     def _on_talk_released(self) -> None:
         self.controls.talk_button.setDown(False)
         self.bridge.submit(ReleaseToTalk())
+
+    def _hold_key_not_needed(self) -> None:
+        if self.listening.loop == "running" and not self.listening.has_microphone:
+            self._say_no_microphone()
+            return
+        key = self._settings.turn.hold_to_talk_key
+        self.statusBar().showMessage(f"Always listening: just talk ({key} is for push-to-talk; "
+                                     "Enter presses a button).", 6_000)
+
+    def _say_no_microphone(self) -> None:
+        self.statusBar().showMessage("No microphone is open, so nothing can be heard: connect "
+                                     "one or choose one in Settings → Audio devices.", 8_000)
 
     # ---- dialogs -------------------------------------------------------------------------------
 
@@ -339,7 +368,8 @@ class MainWindow(QMainWindow):
 
         dialog = self.settings_dialog
         if not isinstance(dialog, SettingsDialog):
-            dialog = SettingsDialog(self._settings, self.bridge, self, gpu_query=self.gpu_query)
+            dialog = SettingsDialog(self._settings, self.bridge, self, gpu_query=self.gpu_query,
+                                    engine_running=self.engine_running)
             dialog.applied.connect(self.update_settings)
             dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
             self.settings_dialog = dialog
@@ -353,24 +383,44 @@ class MainWindow(QMainWindow):
 
         if self.model_manager is None:
             dialog = ModelManagerDialog(self._settings, self.bridge, parent=self,
-                                        gpu_query=self.gpu_query)
-            dialog.folders_chosen.connect(self.use_model_folders)
+                                        gpu_query=self.gpu_query,
+                                        start_voice_loop=lambda: self.attach_voice_loop(False))
+            dialog.setup_chosen.connect(self.use_setup)
+            dialog.demo_requested.connect(self.start_echo_demo)
             dialog.finished.connect(lambda _r: setattr(self, "model_manager", None))
             self.model_manager = dialog
         self.model_manager.show()
         self.model_manager.raise_()
 
-    def use_model_folders(self, model_dir: Path, codec_dir: Path, precision: str) -> None:
-        """The model manager verified both folders: switch to MOSS-Speech and (re)load it."""
-        values: dict[str, object] = {"engine.kind": "moss_speech", "engine.model_dir": model_dir,
-                                     "engine.codec_dir": codec_dir, "ui.first_run_done": True}
-        if precision:
-            values["engine.precision"] = precision
+    def use_setup(self, values: dict[str, object]) -> None:
+        """The guided set-up is complete (model, codec, voice): use MOSS-Speech now; the voice
+        loop builds it while the echo demo answers, no restart."""
+        chosen = {k: v for k, v in values.items() if v not in (None, "")}
+        chosen.update({"engine.kind": "moss_speech", "ui.first_run_done": True})
+        self.update_settings(self._settings.with_values(chosen), reload_engine=True)
+        self.start_conversation()
+
+    def open_remote_setup(self) -> QWidget:
+        """"Use a MOSS-Speech server…": address and key, then the remote engine."""
+        from app.ui.remote_setup import RemoteSetupDialog
+
+        dialog = RemoteSetupDialog(self._settings, self.bridge, parent=self)
+        dialog.chosen.connect(self.use_remote_server)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
+
+    def use_remote_server(self, url: str) -> None:
+        values = {"engine.kind": "remote", "engine.remote_url": url, "ui.first_run_done": True}
         self.update_settings(self._settings.with_values(values), reload_engine=True)
         self.start_conversation()
 
     def release_port(self, timeout_s: float = 5.0) -> bool:
         return self.voice_loop.release(timeout_s)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.banners.fit()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.frame_timer.stop()

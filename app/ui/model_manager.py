@@ -1,6 +1,10 @@
-"""Model manager: choose or download the model and codec folders, verify them, and see which
-precision fits the GPU. Downloads, checks and the GPU query run on worker threads; their results
-come back through the bridge, so the window never freezes."""
+"""Model manager — the guided set-up: the model, its codec and the voice in one flow.
+
+Choose or download the model and codec folders (verified, and said in words: an empty folder,
+a folder that is not MOSS-Speech's), get a voice (app.ui.voice_step), and see which precision
+fits the GPU. "Use MOSS-Speech" is enabled when everything the engine needs is there and says
+what is still missing otherwise. Downloads, checks and the GPU query run on worker threads;
+their results come back through the bridge, so the window never freezes."""
 
 from __future__ import annotations
 
@@ -13,16 +17,14 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QFileDialog,
+    QFrame,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
-    QLineEdit,
     QProgressBar,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -32,30 +34,35 @@ from app.engine.folders import FolderCheck
 from app.engine.preflight import (
     PRECISIONS,
     GpuQuery,
-    dims_from_folder,
-    estimate_all,
-    flow_cache_bytes_for,
-    gib,
     query_gpu_memory,
-    recommend,
 )
 from app.model_store import DownloadCancelledError, DownloadProgress, FolderKind, format_bytes
 from app.settings import Settings
 from app.ui.bridge import UiBridge
+from app.ui.elided import ElidedPathEdit
+from app.ui.folder_words import folder_details, folder_lines
+from app.ui.model_integrity import IntegrityBox
+from app.ui.preflight_box import PreflightBox
+from app.ui.settings_form import default_folder, nearest_existing
+from app.ui.voice_step import VoiceStep
 
 OK_STYLE, BAD_STYLE = "color: #2e7d32;", "color: #c0392b;"
 
 
 class FolderRow:
-    """Path, Choose…, Download and the verification verdict for one folder."""
+    """Path (elided in the middle, whole on hover), Choose…, Download and the verdict in
+    words."""
 
     def __init__(self, kind: FolderKind, grid: QGridLayout, row: int, path: Path | None) -> None:
         self.kind = kind
         self.check: FolderCheck | None = None
         self.pending = 0  # id of the newest verification, so stale answers are dropped
         spec = model_store.REPOS[kind]
-        title = QLabel(f"<b>{spec.title}</b><br><span style='color: gray'>{spec.repo_id}</span>")
-        self.path_edit = QLineEdit(str(path) if path else "")
+        title = QLabel(f"<b>{spec.title}</b><br><span style='color: gray'>{spec.repo_id} @ "
+                       f"{spec.short_revision}</span>")
+        title.setToolTip(f"Downloads are pinned to revision {spec.revision}, the one this app "
+                         "is validated with.")
+        self.path_edit = ElidedPathEdit(str(path) if path else "")
         self.path_edit.setPlaceholderText(str(model_store.default_destination(kind)))
         self.choose_button = QPushButton("Choose folder…")
         self.download_button = QPushButton("Download")
@@ -68,32 +75,41 @@ class FolderRow:
         grid.addWidget(self.status, row + 1, 1, 1, 3)
 
     def path(self) -> Path:
-        text = self.path_edit.text().strip()
+        text = self.path_edit.path_text().strip()
         return Path(text).expanduser() if text else model_store.default_destination(self.kind)
+
+    def set_path(self, path: Path | str) -> None:
+        self.path_edit.set_path(str(path))
 
     def show_check(self, check: FolderCheck) -> None:
         self.check = check
+        self.status.setToolTip(folder_details(check))
         if check.ok:
             self.status.setStyleSheet(OK_STYLE)
             self.status.setText(f"✓ Verified: {format_bytes(check.total_bytes)} of weights, "
                                 "every file and shape as expected.")
         else:
             self.status.setStyleSheet(BAD_STYLE)
-            shown = check.problems[:4] + (["…"] if len(check.problems) > 4 else [])
-            self.status.setText("✗ " + "\n".join(shown))
+            self.status.setText("✗ " + "\n".join(folder_lines(self.kind, check)))
 
 
 class ModelManagerDialog(QDialog):
-    """Emits ``folders_chosen(model_dir, codec_dir, precision)`` when both folders verify."""
+    """The guided set-up. "Use MOSS-Speech" emits ``setup_chosen({settings key: value})`` with
+    the folders, the precision and the voice, and ``folders_chosen(model_dir, codec_dir,
+    precision)``; ``demo_requested`` when the person picks the echo demo instead."""
 
     folders_chosen = Signal(Path, Path, str)
+    setup_chosen = Signal(dict)
+    demo_requested = Signal()
 
     def __init__(self, settings: Settings, bridge: UiBridge, parent: QWidget | None = None,
                  gpu_query: Callable[[], GpuQuery] = query_gpu_memory,
-                 download: Callable[..., FolderCheck] = model_store.download) -> None:
+                 download: Callable[..., FolderCheck] = model_store.download,
+                 start_voice_loop: Callable[[], bool] | None = None,
+                 voice_step: Callable[..., VoiceStep] = VoiceStep) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Model manager")
-        self.resize(860, 640)
+        self.setWindowTitle("Model manager: set up MOSS-Speech")
+        self.resize(880, 720)
         self.settings = settings
         self.bridge = bridge
         self.gpu: GpuQuery | None = None
@@ -109,13 +125,37 @@ class ModelManagerDialog(QDialog):
             row.choose_button.clicked.connect(lambda _c=False, k=kind: self.choose_folder(k))
             row.download_button.clicked.connect(lambda _c=False, k=kind: self.start_download(k))
             row.path_edit.editingFinished.connect(lambda k=kind: self.verify(k))
-        folders = QGroupBox("Folders")
+        folders = QGroupBox("1. Model and codec")
         folders.setLayout(grid)
+        self.voice_needed = settings.engine.output_modality == "audio"
+        self.voice_step = voice_step(bridge, settings.engine.voice_prompt,
+                                     start_voice_loop=start_voice_loop)
+        self.voice_step.changed.connect(lambda _path: self.update_use_button())
+        intro = QLabel("MOSS-Speech needs three things: the model, its codec and a voice to "
+                       "speak in. ✓ marks what is ready; when all three are, press "
+                       "<b>Use MOSS-Speech</b>. It loads while the echo demo answers — no "
+                       "restart.")
+        intro.setWordWrap(True)
+        body = QWidget()
+        column = QVBoxLayout(body)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(intro)
+        column.addWidget(folders)
+        buttons = self._build_buttons()
+        column.addWidget(self._build_download_box())
+        self.integrity = IntegrityBox(bridge, lambda: self.settings.downloads.send_hf_token)
+        self.integrity.download_requested.connect(lambda kind: self.start_download(kind))
+        self.integrity.busy.connect(lambda busy: self._set_downloading(busy, checking=True))
+        column.addWidget(self.integrity)
+        column.addWidget(self.voice_step)
+        column.addWidget(self._build_preflight_box(), 1)
+        scroll = QScrollArea()  # all three steps stay reachable in a small window
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(body)
         layout = QVBoxLayout(self)
-        layout.addWidget(folders)
-        layout.addWidget(self._build_download_box())
-        layout.addWidget(self._build_preflight_box(), 1)
-        layout.addLayout(self._build_buttons())
+        layout.addWidget(scroll, 1)
+        layout.addLayout(buttons)
         bridge.on(DownloadProgress, self._on_progress)
         for kind in self.rows:
             self.verify(kind)
@@ -150,50 +190,77 @@ class ModelManagerDialog(QDialog):
         self.failed_kind: FolderKind | None = None
         return box
 
-    def _build_preflight_box(self) -> QGroupBox:
-        box = QGroupBox("GPU memory check (VRAM preflight)")
-        self.gpu_label = QLabel("Checking the GPU…")
-        self.gpu_label.setWordWrap(True)
-        self.vram_table = QTableWidget(len(PRECISIONS), 3)
-        self.vram_table.setHorizontalHeaderLabels(["Precision", "Needs about", "On this GPU"])
-        self.vram_table.verticalHeader().hide()
-        self.vram_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.recommendation = QLabel()
-        self.recommendation.setWordWrap(True)
-        layout = QVBoxLayout(box)
-        layout.addWidget(self.gpu_label)
-        layout.addWidget(self.vram_table, 1)
-        layout.addWidget(self.recommendation)
-        self.fill_preflight()
-        return box
+    def _build_preflight_box(self) -> PreflightBox:
+        self.preflight = PreflightBox(self.settings)
+        self.preflight.demo_requested.connect(self._choose_demo)
+        self.preflight.precision_advised.connect(self.precision_combo.setCurrentText)
+        self.vram_table = self.preflight.vram_table
+        self.recommendation = self.preflight.recommendation
+        self.gpu_label = self.preflight.gpu_label
+        return self.preflight
+
+    def _choose_demo(self) -> None:
+        self.demo_requested.emit()
+        self.accept()
 
     def _build_buttons(self) -> QHBoxLayout:
         self.precision_combo = QComboBox()
         self.precision_combo.addItems(list(PRECISIONS))
         self.precision_combo.setCurrentText(self.settings.engine.precision)
-        self.use_button = QPushButton("Use these folders")
+        self.use_button = QPushButton("Use MOSS-Speech")
+        self.use_button.setObjectName("useButton")
         self.use_button.setDefault(True)
         self.use_button.setEnabled(False)
         self.use_button.clicked.connect(self.use_folders)
+        self.missing_label = QLabel()
+        self.missing_label.setObjectName("missingLabel")
+        self.missing_label.setWordWrap(True)
         close = QPushButton("Close")
         close.clicked.connect(self.reject)
         row = QHBoxLayout()
         row.addWidget(QLabel("Precision:"))
         row.addWidget(self.precision_combo)
-        row.addStretch(1)
+        row.addWidget(self.missing_label, 1)
         row.addWidget(self.use_button)
         row.addWidget(close)
         return row
+
+    def missing(self) -> list[str]:
+        """What the engine still needs, in words (empty when everything is there)."""
+        needed = []
+        for kind, row in self.rows.items():
+            if row.check is None:
+                needed.append(f"the {kind} (being checked)")
+            elif not row.check.ok:
+                needed.append(f"the {kind}")
+        if self.voice_needed and not self.voice_step.ready:
+            needed.append("a voice")
+        return needed
+
+    def update_use_button(self) -> None:
+        needed = self.missing()
+        self.use_button.setEnabled(not needed)
+        self.missing_label.setStyleSheet("" if not needed else "color: #7a5200;")
+        self.missing_label.setText("Everything is ready." if not needed else
+                                   "Still needed: " + ", ".join(needed) + ".")
+        self.use_button.setToolTip(self.missing_label.text())
 
     # ---- folders -------------------------------------------------------------------------------
 
     def choose_folder(self, kind: FolderKind) -> None:
         row = self.rows[kind]
         chosen = QFileDialog.getExistingDirectory(self, f"Choose the {row.kind} folder",
-                                                  str(row.path()))
+                                                  str(self.start_folder(kind)))
         if chosen:
-            row.path_edit.setText(chosen)
+            row.set_path(chosen)
             self.verify(kind)
+
+    def start_folder(self, kind: FolderKind) -> Path:
+        """Where the folder picker opens: the chosen folder, else the models folder."""
+        path = self.rows[kind].path()
+        if path.exists():
+            return path
+        return nearest_existing(default_folder("engine.model_dir"))
 
     def verify(self, kind: FolderKind) -> None:
         """Check the folder on a worker thread (reading safetensors headers can take a while)."""
@@ -202,7 +269,9 @@ class ModelManagerDialog(QDialog):
         token, path = row.pending, row.path()
         row.status.setStyleSheet("")
         row.status.setText("Checking…")
-        self.use_button.setEnabled(False)
+        row.check = None
+        self.update_use_button()
+        self.integrity.refresh(kind, path)
         self.bridge.run_in_background(lambda: model_store.verify(kind, path),
                                       lambda check: self._on_verified(kind, token, check),
                                       lambda exc: self._on_verify_failed(kind, exc),
@@ -215,58 +284,43 @@ class ModelManagerDialog(QDialog):
         row.show_check(check)
         if kind == "model":
             self.fill_preflight()
-        self.use_button.setEnabled(all(r.check is not None and r.check.ok
-                                       for r in self.rows.values()))
+        self.update_use_button()
 
     def _on_verify_failed(self, kind: FolderKind, exc: BaseException) -> None:
         self.rows[kind].status.setText(f"✗ Could not check the folder: {exc}")
 
     def use_folders(self) -> None:
-        self.folders_chosen.emit(self.rows["model"].path(), self.rows["codec"].path(),
-                                 self.precision_combo.currentText())
+        if self.missing():
+            return
+        model_dir, codec_dir = self.rows["model"].path(), self.rows["codec"].path()
+        precision = self.precision_combo.currentText()
+        values: dict[str, object] = {"engine.model_dir": model_dir,
+                                     "engine.codec_dir": codec_dir,
+                                     "engine.precision": precision}
+        if self.voice_step.voice is not None and self.voice_step.ready:
+            values["engine.voice_prompt"] = self.voice_step.voice
+        self.setup_chosen.emit(values)
+        self.folders_chosen.emit(model_dir, codec_dir, precision)
         self.accept()
 
     # ---- VRAM preflight ----------------------------------------------------------------------
 
     def _on_gpu(self, gpu: GpuQuery) -> None:
         self.gpu = gpu
-        self.fill_preflight()
+        self.preflight.set_gpu(gpu)
 
     def fill_preflight(self) -> None:
-        rows = self.settings.engine.context_max_rows
-        flow_bytes = flow_cache_bytes_for(self.settings)
         model = self.rows["model"]
-        dims = dims_from_folder(model.path() if model.check and model.check.ok else None)
-        best = self.gpu.best if self.gpu else None
-        for i, (precision, need) in enumerate(estimate_all(rows, dims, flow_bytes).items()):
-            verdict = "–" if best is None else ("fits" if need.fits(best.free_bytes) else
-                                                "does not fit")
-            for column, text in enumerate((precision, gib(need.total_bytes), verdict)):
-                item = QTableWidgetItem(text)
-                item.setToolTip(need.breakdown())
-                self.vram_table.setItem(i, column, item)
-        if self.gpu is None:
-            return
-        if best is None:
-            self.gpu_label.setText(f"No CUDA GPU found: {self.gpu.note}. The model would run on "
-                                   "the CPU, far slower than real time.")
-            self.recommendation.setText("")
-            return
-        self.gpu_label.setText(f"{best.name}: {gib(best.free_bytes)} free of "
-                               f"{gib(best.total_bytes)} (context: {rows} rows).")
-        advice = recommend(best.free_bytes, rows, dims, flow_bytes)
-        self.recommendation.setText(f"<b>Recommendation:</b> {advice.message}")
-        if advice.precision:
-            self.precision_combo.setCurrentText(advice.precision)
+        self.preflight.set_model_dir(model.path() if model.check and model.check.ok else None)
 
     # ---- download ----------------------------------------------------------------------------
 
     def start_download(self, kind: FolderKind) -> None:
-        if self.download_kind is not None:
+        if self.download_kind is not None or self.integrity.checking is not None:
             return
         row = self.rows[kind]
         destination = row.path()
-        row.path_edit.setText(str(destination))
+        row.set_path(destination)
         self.download_kind = kind
         self.failed_kind = None
         self.cancel_event = threading.Event()
@@ -275,13 +329,17 @@ class ModelManagerDialog(QDialog):
         self.download_title.setText(f"Downloading {model_store.REPOS[kind].repo_id} into "
                                     f"{destination}…")
         self.download_detail.setText("Checking what is missing and the free disk space…")
+        use_token = self.settings.downloads.send_hf_token
         self.bridge.run_in_background(
-            lambda: self._download(kind, destination, self.bridge.post, cancel),
+            lambda: self._download(kind, destination, self.bridge.post, cancel,
+                                   use_token=use_token),
             lambda check: self._on_download_done(kind, check),
             lambda exc: self._on_download_failed(kind, exc), name=f"download-{kind}")
 
-    def _set_downloading(self, active: bool) -> None:
-        self.cancel_button.setEnabled(active)
+    def _set_downloading(self, active: bool, checking: bool = False) -> None:
+        if not checking:
+            self.cancel_button.setEnabled(active)
+            self.integrity.set_enabled(not active)
         self.retry_button.setEnabled(not active and self.failed_kind is not None)
         for row in self.rows.values():
             row.download_button.setEnabled(not active)
@@ -291,17 +349,22 @@ class ModelManagerDialog(QDialog):
         speed = f"{format_bytes(progress.speed_bytes_per_s)}/s" if progress.speed_bytes_per_s \
             else "–"
         attempt = f" · attempt {progress.attempt}" if progress.attempt > 1 else ""
+        doing = "Checking SHA-256: " if progress.phase == "verify" else ""
         self.download_detail.setText(
-            f"{format_bytes(progress.bytes_done)} of {format_bytes(progress.bytes_total)} · "
-            f"{speed} · {model_store.format_duration(progress.eta_s)} left{attempt}")
+            f"{doing}{format_bytes(progress.bytes_done)} of "
+            f"{format_bytes(progress.bytes_total)} · {speed} · "
+            f"{model_store.format_duration(progress.eta_s)} left{attempt}")
 
     def _on_download_done(self, kind: FolderKind, check: FolderCheck) -> None:
         self.download_kind = None
         self._set_downloading(False)
         self.progress.setValue(1000)
-        self.download_title.setText(f"{model_store.REPOS[kind].repo_id} downloaded.")
+        spec = model_store.REPOS[kind]
+        self.download_title.setText(f"{spec.repo_id} downloaded (revision "
+                                    f"{spec.short_revision}, every file's SHA-256 checked).")
         self.rows[kind].pending += 1
         self._on_verified(kind, self.rows[kind].pending, check)
+        self.integrity.refresh(kind, self.rows[kind].path())
 
     def _on_download_failed(self, kind: FolderKind, exc: BaseException) -> None:
         self.download_kind = None
@@ -326,7 +389,9 @@ class ModelManagerDialog(QDialog):
 
     def done(self, result: int) -> None:
         self.cancel_event.set()  # a running download stops at its next progress update
+        self.integrity.close_down()
         self.bridge.off(DownloadProgress, self._on_progress)
+        self.voice_step.close_step()
         super().done(result)
 
     def row_status(self, kind: FolderKind) -> str:

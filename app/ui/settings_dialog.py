@@ -1,27 +1,29 @@
-"""The settings panel: every field of app.settings.Settings, grouped, validated by pydantic.
+"""The settings panel: every field of app.settings.Settings on a few pages, validated by
+pydantic, with a one-line help under each field and Restore defaults per page.
 
-Changes apply live when possible. Changing what the engine is built from (kind, folders,
-device, precision, chunk checkpoint) needs an engine reload: the panel asks first, in a bar
-inside the dialog (never a nested modal loop), and the main window shows the reload progress.
+Apply, OK and Cancel behave as the platform expects (QDialogButtonBox): Apply and OK apply the
+edits at once, Cancel closes without applying what was not applied yet. Every change applies
+live: one that changes what the engine is built from (folders, voice, device, precision) makes
+the voice loop rebuild the engine on its worker while the conversation goes on, with progress
+in the main window; the panel says so before the change is applied.
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QDialog,
-    QFormLayout,
-    QFrame,
+    QDialogButtonBox,
     QHBoxLayout,
     QLabel,
     QListWidget,
-    QPushButton,
-    QScrollArea,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -33,11 +35,18 @@ from app.engine.preflight import (
     flow_cache_bytes_for,
     query_gpu_memory,
 )
-from app.events import AudioDevicesListed, InputLevelMeasured, ListAudioDevices, ToneTestFinished
-from app.settings import ENGINE_BUILD_KEYS, Settings, changed_keys
+from app.events import (
+    AudioDevicesListed,
+    ErrorReported,
+    InputLevelMeasured,
+    ListAudioDevices,
+    ToneTestFinished,
+)
+from app.settings import Settings, changed_keys, rebuild_keys
 from app.ui.acoustic_check import AcousticCheckPanel
 from app.ui.bridge import UiBridge
 from app.ui.controls import key_from_name
+from app.ui.remote_setup import ApiKeyField
 from app.ui.settings_form import (
     FieldEditor,
     SettingField,
@@ -46,6 +55,8 @@ from app.ui.settings_form import (
     settings_fields,
     unwrap_optional,
 )
+from app.ui.settings_pages import ERROR_STYLE, FieldRow, build_page, group_title, plan_pages
+from app.ui.settings_text import KEPT_ON_RESTORE, page_of
 from app.ui.settings_widgets import (
     DeviceEditor,
     PrecisionEditor,
@@ -53,62 +64,67 @@ from app.ui.settings_widgets import (
     VoiceRecordDialog,
 )
 
-GROUP_TITLES = {"engine": "Engine", "streaming": "Streaming", "sampling": "Sampling",
-                "vad": "Voice detection", "turn": "Turn-taking", "echo": "Echo handling",
-                "audio": "Audio devices", "transcript": "Transcript & recordings",
-                "ui": "Interface"}
-ERROR_STYLE = "color: #c0392b;"
-
-
-def group_title(group: str) -> str:
-    return GROUP_TITLES.get(group, group.replace("_", " ").capitalize())
+__all__ = ["SettingsDialog", "group_title"]
+NOTE_STYLE = "color: #7a5200;"
 
 
 class SettingsDialog(QDialog):
-    """Emits ``applied(settings, reload_engine)``; the main window saves and sends them."""
+    """Emits ``applied(settings, reload_engine)``; the main window saves and sends them.
+
+    ``engine_running()`` says whether the engine the settings name is the one answering (the
+    window knows); while it is not, changes that can let its build succeed reload it."""
 
     applied = Signal(object, bool)
 
     def __init__(self, settings: Settings, bridge: UiBridge, parent: QWidget | None = None,
-                 gpu_query: typing.Callable[[], GpuQuery] = query_gpu_memory) -> None:
+                 gpu_query: typing.Callable[[], GpuQuery] = query_gpu_memory,
+                 engine_running: Callable[[], bool] = lambda: True) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
-        self.resize(820, 600)
+        self.resize(840, 620)
         self.current = settings
         self.bridge = bridge
+        self.engine_running = engine_running
         self.editors: dict[str, FieldEditor] = {}
+        self.rows: dict[str, FieldRow] = {}
         self.error_labels: dict[str, QLabel] = {}
         self.errors: dict[str, str] = {}
         self.pages = QStackedWidget()
         self.group_list = QListWidget()
-        self.group_list.setMaximumWidth(190)
+        self.group_list.setMaximumWidth(200)
         self.group_list.setSpacing(3)
         self.group_list.currentRowChanged.connect(self.pages.setCurrentIndex)
         fields_by_group = settings_fields()
-        self.groups = list(fields_by_group)
-        for group, fields in fields_by_group.items():
-            self.group_list.addItem(group_title(group))
-            self.pages.addWidget(self._build_page(group, fields))
-        self._build_reload_bar()
+        self.page_plan = plan_pages(list(fields_by_group))
+        self.groups = [page.key for page in self.page_plan]  # page keys, in list order
+        self.acoustic_check = AcousticCheckPanel(self.bridge)
+        self.acoustic_check.apply_requested.connect(self._use_echo_mode)
+        # The server's API key is no setting (it goes to the keyring): its own row under the
+        # server address.
+        self.api_key_field = ApiKeyField(self._remote_url, self.bridge)
+        for page in self.page_plan:
+            self.group_list.addItem(page.title)
+            widget, rows = build_page(page, fields_by_group, self._editor_for,
+                                      {"echo": self.acoustic_check},
+                                      {"engine.remote_url": ("API key", self.api_key_field)})
+            self.pages.addWidget(widget)
+            for row in rows:
+                self.rows[row.field.key] = row
+                self.editors[row.field.key] = row.editor
+                self.error_labels[row.field.key] = row.error
+                row.editor.changed.connect(self.validate)
+        self.editors["engine.remote_url"].changed.connect(self.api_key_field.address_changed)
         self.status = QLabel()
+        self.status.setObjectName("settingsStatus")
         self.status.setWordWrap(True)
-        self.apply_button = QPushButton("Apply")
-        self.apply_button.clicked.connect(self.apply)
-        ok = QPushButton("OK")
-        ok.clicked.connect(self._apply_and_close)
-        cancel = QPushButton("Close")
-        cancel.clicked.connect(self.reject)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.status, 1)
-        for button in (self.apply_button, ok, cancel):
-            buttons.addWidget(button)
+        self._build_buttons()
         body = QHBoxLayout()
         body.addWidget(self.group_list)
         body.addWidget(self.pages, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(body, 1)
-        layout.addWidget(self.reload_bar)
-        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(self.buttons)
         self.load(settings)
         self.group_list.setCurrentRow(0)
         self._connect_port_events()
@@ -117,44 +133,9 @@ class SettingsDialog(QDialog):
 
     # ---- building ----------------------------------------------------------------------------
 
-    def _build_page(self, group: str, fields: list[SettingField]) -> QWidget:
-        page = QWidget()
-        outer = QVBoxLayout(page)
-        title = QLabel(group_title(group))
-        title.setStyleSheet("font-size: 15px; font-weight: 600;")
-        outer.addWidget(title)
-        form = QFormLayout()
-        outer.addLayout(form)
-        outer.addStretch(1)  # rows keep their natural height; space collects at the bottom
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
-        for field in fields:
-            editor = self._editor_for(field)
-            self.editors[field.key] = editor
-            editor.changed.connect(self.validate)
-            label = QLabel(field.label)
-            label.setToolTip(field.tooltip)
-            error = QLabel()
-            error.setStyleSheet(ERROR_STYLE)
-            error.setWordWrap(True)
-            error.hide()
-            self.error_labels[field.key] = error
-            cell = QWidget()
-            column = QVBoxLayout(cell)
-            column.setContentsMargins(0, 0, 0, 0)
-            column.setSpacing(2)
-            column.addWidget(getattr(editor, "container", editor.widget))
-            column.addWidget(error)
-            form.addRow(label, cell)
-        if group == "echo":
-            self.acoustic_check = AcousticCheckPanel(self.bridge)
-            self.acoustic_check.apply_requested.connect(self._use_echo_mode)
-            outer.insertWidget(outer.count() - 1, self.acoustic_check)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setWidget(page)
-        return scroll
+    def _remote_url(self) -> str:
+        editor = self.editors.get("engine.remote_url")  # None while the pages are being built
+        return str(editor.value() or "") if editor is not None else ""
 
     def _editor_for(self, field: SettingField) -> FieldEditor:
         if field.key == "engine.precision":
@@ -170,31 +151,42 @@ class SettingsDialog(QDialog):
             return TextEditor(field, optional=False, multiline=True)
         return editor_for(field)
 
-    def _build_reload_bar(self) -> None:
-        self.reload_bar = QFrame()
-        self.reload_bar.setObjectName("reloadBar")
-        self.reload_bar.setStyleSheet("QFrame#reloadBar { background: #fff4e5; "
-                                      "border: 1px solid #e6c07b; border-radius: 4px; }")
-        self.reload_text = QLabel()
-        self.reload_text.setWordWrap(True)
-        self.reload_now = QPushButton("Reload engine now")
-        self.reload_now.clicked.connect(lambda: self._emit_applied(reload_engine=True))
-        not_now = QPushButton("Not now")
-        not_now.clicked.connect(self.reload_bar.hide)
-        row = QHBoxLayout(self.reload_bar)
-        row.addWidget(self.reload_text, 1)
-        row.addWidget(self.reload_now)
-        row.addWidget(not_now)
-        self.reload_bar.hide()
+    def _build_buttons(self) -> None:
+        """OK, Cancel, Apply and Restore page defaults, placed as the platform expects."""
+        standard = QDialogButtonBox.StandardButton
+        self.buttons = QDialogButtonBox(standard.Ok | standard.Cancel | standard.Apply
+                                        | standard.RestoreDefaults)
+        self.apply_button = self.buttons.button(standard.Apply)
+        self.ok_button = self.buttons.button(standard.Ok)
+        self.cancel_button = self.buttons.button(standard.Cancel)
+        self.restore_button = self.buttons.button(standard.RestoreDefaults)
+        self.restore_button.setText("Restore page defaults")
+        self.restore_button.setToolTip("Set this page's settings back to their defaults (the "
+                                       "model folders and the voice stay). Nothing changes "
+                                       "until you press Apply or OK.")
+        self.buttons.clicked.connect(self._on_button)
+
+    def _on_button(self, button: QAbstractButton) -> None:
+        role = self.buttons.buttonRole(button)
+        if button is self.restore_button:
+            self.restore_defaults()
+        elif button is self.apply_button:
+            self.apply()
+        elif role == QDialogButtonBox.ButtonRole.AcceptRole:
+            self._apply_and_close()
+        elif role == QDialogButtonBox.ButtonRole.RejectRole:
+            self.reject()
 
     def _connect_port_events(self) -> None:
         self._handlers: list[tuple[type, Any]] = [(AudioDevicesListed, self._on_devices),
                                                   (InputLevelMeasured, self._on_level),
-                                                  (ToneTestFinished, self._on_tone)]
+                                                  (ToneTestFinished, self._on_tone),
+                                                  (ErrorReported, self._on_check_problem)]
         for kind, handler in self._handlers:
             self.bridge.on(kind, handler)
         self.bridge.submit(ListAudioDevices())
         for editor in self._device_editors():
+            editor.refresh_requested.connect(lambda: self.bridge.submit(ListAudioDevices()))
             editor.start_monitoring(True)
 
     def _device_editors(self) -> list[DeviceEditor]:
@@ -226,8 +218,23 @@ class SettingsDialog(QDialog):
         self.validate()
 
     def show_group(self, group: str) -> None:
-        if group in self.groups:
-            self.group_list.setCurrentRow(self.groups.index(group))
+        """Show the page of a settings group (``"vad"``) or a page (``"listening"``)."""
+        page = page_of(group) or group
+        if page in self.groups:
+            self.group_list.setCurrentRow(self.groups.index(page))
+
+    def current_page(self) -> str:
+        return self.groups[self.group_list.currentRow()]
+
+    def restore_defaults(self, page_key: str | None = None) -> None:
+        """Put the defaults of one page (the shown one) into its editors; applied on Apply."""
+        page = next(p for p in self.page_plan if p.key == (page_key or self.current_page()))
+        defaults = Settings().model_dump()
+        for key, editor in self.editors.items():
+            group, name = key.split(".", 1)
+            if group in page.groups and key not in KEPT_ON_RESTORE:
+                editor.set_value(defaults[group][name])
+        self.validate()
 
     def candidate(self) -> tuple[Settings | None, dict[str, str]]:
         """The edited settings validated by pydantic, or None with a message per field key."""
@@ -265,12 +272,12 @@ class SettingsDialog(QDialog):
         for key, label in self.error_labels.items():
             label.setText(self.errors.get(key, ""))
             label.setVisible(key in self.errors)
-        for index, group in enumerate(self.groups):
-            bad = any(k.startswith(group + ".") for k in self.errors)
-            self.group_list.item(index).setText(group_title(group) + ("  ⚠" if bad else ""))
+        for index, page in enumerate(self.page_plan):
+            bad = any(k.split(".")[0] in page.groups for k in self.errors)
+            self.group_list.item(index).setText(page.title + ("  ⚠" if bad else ""))
         self.apply_button.setEnabled(settings is not None)
-        self.status.setText("Fix the marked settings to apply." if self.errors else "")
-        self.status.setStyleSheet(ERROR_STYLE if self.errors else "")
+        self.ok_button.setEnabled(settings is not None)
+        self._show_pending(settings)
         precision = self.editors.get("engine.precision")
         rows = self.editors.get("engine.context_max_rows")
         model_dir = self.editors.get("engine.model_dir")
@@ -281,37 +288,44 @@ class SettingsDialog(QDialog):
             precision.set_context(rows.value(), dims_from_folder(folder), flow_bytes)
         return settings is not None
 
+    def _show_pending(self, settings: Settings | None) -> None:
+        """Say what Apply will do: fix errors first, or that the engine will reload."""
+        if settings is None:
+            self.status.setText("Fix the marked settings to apply.")
+            self.status.setStyleSheet(ERROR_STYLE)
+            return
+        reload_keys = self.reload_keys(settings)
+        if reload_keys:
+            names = ", ".join(self.editors[k].field.label for k in reload_keys
+                              if k in self.editors) or "these settings"
+            self.status.setText(f"Applying {names} reloads the engine: that takes a moment, "
+                                "the conversation so far is kept, and the main window shows "
+                                "the progress.")
+            self.status.setStyleSheet(NOTE_STYLE)
+        elif not self.status.text().startswith("Applied"):
+            self.status.setText("")
+            self.status.setStyleSheet("")
+
+    def reload_keys(self, settings: Settings) -> list[str]:
+        """The changed settings that will rebuild the engine when applied."""
+        return rebuild_keys(self.current, settings, self.engine_running())
+
     # ---- applying ----------------------------------------------------------------------------
 
     def apply(self) -> bool:
-        """Apply live, or ask about a reload first. False when invalid or waiting for consent."""
+        """Apply the edits now (live; a rebuild where needed). False when invalid."""
         settings, _errors = self.candidate()
         if settings is None:
             self.validate()
             return False
-        reload_keys = [k for k in changed_keys(self.current, settings) if k in ENGINE_BUILD_KEYS]
-        if reload_keys:
-            names = ", ".join(self.editors[k].field.label for k in reload_keys)
-            self.reload_text.setText(f"Changing {names} reloads the engine. That can take a "
-                                     "while; the conversation so far is kept.")
-            self.reload_bar.show()
-            return False
-        self._emit_applied(reload_engine=False, settings=settings)
-        return True
-
-    def _emit_applied(self, reload_engine: bool, settings: Settings | None = None) -> None:
-        """Send the edited settings (``settings``: already validated by the caller)."""
-        if settings is None:
-            settings, _errors = self.candidate()
-        if settings is None:
-            return
-        self.reload_bar.hide()
+        reloads = bool(self.reload_keys(settings))
         changed = changed_keys(self.current, settings)
         self.current = settings
-        self.applied.emit(settings, reload_engine)
+        self.applied.emit(settings, False)  # the voice loop decides about the rebuild itself
         self.status.setStyleSheet("")
-        self.status.setText(("Applied; the engine is reloading." if reload_engine else "Applied.")
-                            if changed else "Nothing changed.")
+        self.status.setText(("Applied; the engine is reloading (progress in the main window)."
+                             if reloads else "Applied.") if changed else "Nothing changed.")
+        return True
 
     def _apply_and_close(self) -> None:
         if self.apply():
@@ -323,8 +337,7 @@ class SettingsDialog(QDialog):
         self.apply()
 
     def done(self, result: int) -> None:
-        if hasattr(self, "acoustic_check"):
-            self.acoustic_check.detach()
+        self.acoustic_check.detach()
         for editor in self._device_editors():
             editor.start_monitoring(False)
         for kind, handler in self._handlers:
@@ -345,6 +358,11 @@ class SettingsDialog(QDialog):
     def _on_level(self, event: InputLevelMeasured) -> None:
         for editor in self._device_editors():
             editor.show_level(event)
+
+    def _on_check_problem(self, event: ErrorReported) -> None:
+        if event.category == "device_check" and "listed" not in event.message:
+            for editor in self._device_editors():
+                editor.show_check_problem(event.message)
 
     def _on_tone(self, event: ToneTestFinished) -> None:
         for editor in self._device_editors():

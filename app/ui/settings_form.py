@@ -9,6 +9,7 @@ field names with their units, tooltips from field descriptions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import types
 import typing
@@ -34,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import Settings
+from app.ui.settings_text import CHOICES, LABELS, help_line
 
 HIDDEN_KEYS = {"schema_version"}  # bookkeeping, not a setting a person changes
 UNIT_SUFFIXES = {"ms": "ms", "s": "s", "hz": "Hz", "rows": "rows", "dbfs": "dBFS", "mib": "MiB"}
@@ -52,7 +54,12 @@ class SettingField:
 
     @property
     def label(self) -> str:
-        return field_label(self.name, self.info)
+        return LABELS.get(self.key) or field_label(self.name, self.info)
+
+    @property
+    def help(self) -> str:
+        """The one line shown under the editor (the tooltip has the whole description)."""
+        return help_line(self.key, self.tooltip)
 
     @property
     def tooltip(self) -> str:
@@ -152,8 +159,9 @@ class ChoiceEditor(FieldEditor):
         self.combo = QComboBox()
         super().__init__(field, self.combo)
         self.options = ([None] if optional else []) + list(options)
+        names = CHOICES.get(field.key, {})
         for option in self.options:
-            self.combo.addItem("(default)" if option is None else str(option))
+            self.combo.addItem("(default)" if option is None else names.get(option, str(option)))
         self.combo.currentIndexChanged.connect(self.changed)
 
     def value(self) -> Any:
@@ -257,8 +265,15 @@ class PathEditor(FieldEditor):
     def wants_folder(self) -> bool:
         return self.field.name.endswith("_dir")
 
+    def start_folder(self) -> Path:
+        """Where the picker opens: the current value's folder, else where such files live."""
+        text = self.line.text().strip()
+        if text:
+            return nearest_existing(Path(text).expanduser())
+        return nearest_existing(default_folder(self.field.key))
+
     def ask_path(self) -> None:
-        start = self.line.text() or str(Path.home())
+        start = str(self.start_folder())
         if self.wants_folder:
             chosen = QFileDialog.getExistingDirectory(self.widget, self.field.label, start)
         else:
@@ -273,6 +288,30 @@ class PathEditor(FieldEditor):
 
     def set_value(self, value: Any) -> None:
         self.line.setText("" if value is None else str(value))
+
+
+def default_folder(key: str) -> Path:
+    """Where a picker for ``key`` starts when nothing is chosen yet (made if missing, so the
+    picker opens there and not in the home folder)."""
+    from app import paths
+
+    if key in ("engine.model_dir", "engine.codec_dir"):
+        folder = paths.models_dir()
+    elif key == "engine.voice_prompt":
+        folder = paths.voices_dir()
+    else:
+        folder = paths.data_dir()
+    with contextlib.suppress(OSError):  # else the picker opens in the nearest existing parent
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` if it exists, else its nearest existing parent (pickers need a real folder)."""
+    probe = path.absolute()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    return probe
 
 
 def editor_for(field: SettingField) -> FieldEditor:

@@ -7,17 +7,14 @@ commands to the voice loop (app.events), answered by events that arrive through 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QDialog,
     QHBoxLayout,
     QLabel,
-    QProgressBar,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -37,18 +34,17 @@ from app.events import (
     InputLevelMeasured,
     MonitorInputLevel,
     PlayTestTone,
-    StartVoiceRecording,
-    StopVoiceRecording,
     ToneTestFinished,
-    VoiceRecordingFinished,
-    VoiceRecordingProgressed,
 )
-from app.paths import data_dir
 from app.ui.bridge import UiBridge
+from app.ui.folder_words import tiny_model_note
+from app.ui.levels import LevelMeter
 from app.ui.settings_form import ChoiceEditor, FieldEditor, PathEditor, SettingField
+from app.ui.voice_recorder import RECORD_MAX_S, RECORD_MIN_S, VoiceRecordDialog
 
+__all__ = ["DeviceEditor", "PrecisionEditor", "VoicePromptEditor", "VoiceRecordDialog",
+           "tone_failure_advice", "voice_prompt_problem"]
 VOICE_MIN_S, VOICE_MAX_S = 1.0, 60.0  # accepted voice-prompt files (settings description)
-RECORD_MIN_S, RECORD_MAX_S = 5.0, 15.0  # in-app recordings
 DEFAULT_DEVICE = "(system default)"
 
 
@@ -79,7 +75,6 @@ class PrecisionEditor(ChoiceEditor):
         self.flow_cache_bytes: int | None = None  # None: the default settings'
         self.gpu: GpuQuery | None = None
         self.note = QLabel("Checking the GPU…")
-        self.note.setWordWrap(True)
         self.note.setObjectName("precisionNote")
         container = QWidget()
         container.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
@@ -115,11 +110,16 @@ class PrecisionEditor(ChoiceEditor):
             self.set_item_text(option, f"{option} — about {gib(need.total_bytes)}{mark}")
         self.combo.setToolTip(self.field.tooltip + "\n\nEstimated GPU memory:\n" + "\n".join(
             need.breakdown() for need in needs.values()))
+        tiny = tiny_model_note(self.dims.param_count())
+        if tiny:  # one short line (a wrapped one is squeezed in the form); the rest on hover
+            self.note.setText("A tiny test model: the figures are mostly working memory.")
+            self.note.setToolTip(tiny)
+            return
         if self.gpu is None:
             return
         if best is None:
-            self.note.setText(f"No GPU found ({self.gpu.note}); the model would run on the CPU "
-                              "(slow).")
+            self.note.setText("No NVIDIA GPU found: the model would run on the CPU (slow).")
+            self.note.setToolTip(self.gpu.note)
             return
         advice = recommend(best.free_bytes, self.context_rows, self.dims,
                            self.flow_cache_bytes)
@@ -145,45 +145,53 @@ class VoicePromptEditor(PathEditor):
         return voice_prompt_problem(self.value())
 
 
-class LevelMeter(QProgressBar):
-    """Input level in dBFS (−60…0)."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setRange(-60, 0)
-        self.setValue(-60)
-        self.setFormat("silent")
-        self.setMaximumHeight(16)
-
-    def set_level(self, dbfs: float) -> None:
-        value = int(max(-60.0, min(0.0, dbfs)))
-        self.setValue(value)
-        self.setFormat("silent" if dbfs <= -60 else f"{dbfs:.0f} dBFS")
+def tone_failure_advice(message: str) -> str:
+    """A failed test tone, with the next step to take."""
+    text = message.rstrip(".")
+    lowered = text.lower()
+    if "busy" in lowered or "in use" in lowered or "unanticipated host error" in lowered:
+        step = ("Another program may be using it: close programs that play sound (a call, a "
+                "video), or choose another speaker, then press Test tone again.")
+    elif "not found" in lowered or "no such" in lowered or "invalid" in lowered:
+        step = "It is not connected now: plug it in, press Refresh, or choose another one."
+    else:
+        step = "Check that it is switched on and not muted, or choose another speaker."
+    return f"The test tone failed: {text}. {step}"
 
 
 class DeviceEditor(FieldEditor):
-    """Device by name; inputs get a live level meter, outputs a test tone."""
+    """Device by name, from the list the voice loop found; inputs get a live level meter,
+    outputs a test tone. Refresh asks for the list again."""
+
+    refresh_requested = Signal()
 
     def __init__(self, field: SettingField, bridge: UiBridge) -> None:
         container = QWidget()
         super().__init__(field, container)
         self.bridge = bridge
         self.is_input = field.name.startswith("input")
+        self.what = "microphone" if self.is_input else "speaker"
         self.combo = QComboBox()
         self.combo.setEditable(True)
         self.combo.addItem(DEFAULT_DEVICE)
         self.combo.currentTextChanged.connect(self.changed)
         self.monitoring = False
+        self.tone_pending = False
+        self.found: tuple[str, ...] | None = None  # None until the voice loop answered
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.meter = LevelMeter() if self.is_input else None
         self.tone_button = None if self.is_input else QPushButton("Test tone")
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.setToolTip(f"Look for {self.what}s again")
+        self.refresh_button.clicked.connect(self.refresh_requested)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.combo, 1)
         if self.tone_button is not None:
             self.tone_button.clicked.connect(self.play_tone)
             row.addWidget(self.tone_button)
+        row.addWidget(self.refresh_button)
         layout = QVBoxLayout(container)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
@@ -192,7 +200,12 @@ class DeviceEditor(FieldEditor):
         layout.addWidget(self.status)
         self.combo.currentTextChanged.connect(self._on_device_chosen)
         if bridge.port is None:
-            self.status.setText("Device tests need the voice loop, which is not running.")
+            self.status.setText(f"The {self.what}s cannot be listed or tested: the voice loop "
+                                "is not running.")
+            if self.meter is not None:
+                self.meter.set_unavailable("not measured")
+        else:
+            self.status.setText(f"Looking for {self.what}s…")
 
     def value(self) -> str | None:
         text = self.combo.currentText().strip()
@@ -207,15 +220,44 @@ class DeviceEditor(FieldEditor):
     def set_devices(self, event: AudioDevicesListed) -> None:
         current = self.combo.currentText()
         names = event.inputs if self.is_input else event.outputs
+        default = event.default_input if self.is_input else event.default_output
+        self.found = tuple(names)
         self.combo.blockSignals(True)
         self.combo.clear()
         self.combo.addItem(DEFAULT_DEVICE)
         self.combo.addItems(list(names))
-        if current and self.combo.findText(current) < 0:
+        missing = bool(current) and current != DEFAULT_DEVICE and current not in names
+        if missing:
             self.combo.addItem(current)
-            self.status.setText(f"'{current}' is not connected now.")
         self.combo.setCurrentText(current or DEFAULT_DEVICE)
         self.combo.blockSignals(False)
+        self.status.setText(self.found_text(names, default, current if missing else None))
+        if event.problem:  # nothing could be listed at all: say why and what to do
+            self.status.setText(f"{event.problem} Install or start the system's audio (on "
+                                "Linux: PortAudio, e.g. libportaudio2), then restart the app.")
+        if not names and self.meter is not None:
+            self.meter.set_unavailable("no microphone")
+        if self.tone_button is not None:
+            self.tone_button.setEnabled(bool(names))
+
+    def found_text(self, names: tuple[str, ...], default: str | None,
+                   missing: str | None) -> str:
+        """What was found, in words, and what to do when nothing was."""
+        if not names:
+            return (f"No {self.what} found. Connect one (or switch it on), check that the "
+                    "system's sound settings show it, then press Refresh.")
+        listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        text = f"Found {len(names)} {self.what}{'s' if len(names) != 1 else ''}: {listed}."
+        if default:
+            text += f" The system default is {default}."
+        if missing:
+            text += f" '{missing}' is not connected now."
+        return text
+
+    def show_check_problem(self, message: str) -> None:
+        """A device check that failed (the level cannot be measured): said here."""
+        if self.is_input and ("level" in message or "microphone" in message):
+            self.status.setText(message)
 
     def start_monitoring(self, enabled: bool) -> None:
         if self.is_input:
@@ -234,88 +276,12 @@ class DeviceEditor(FieldEditor):
 
     def play_tone(self) -> None:
         if self.bridge.submit(PlayTestTone(self.value())):
+            self.tone_pending = True
             self.status.setText("Playing a test tone…")
 
     def show_tone_result(self, event: ToneTestFinished) -> None:
-        if not self.is_input and event.device_name == self.value():
-            self.status.setText("Test tone played." if event.ok else
-                                f"The test tone failed: {event.message}")
-
-
-class VoiceRecordDialog(QDialog):
-    """Record a voice prompt through the voice loop; emits ``recorded(path)`` when usable."""
-
-    recorded = Signal(Path)
-
-    def __init__(self, bridge: UiBridge, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Record a voice prompt")
-        self.setModal(True)
-        self.bridge = bridge
-        self.recording = False
-        intro = QLabel(f"Speak naturally for {RECORD_MIN_S:.0f}–{RECORD_MAX_S:.0f} seconds in a "
-                       "quiet room. Replies will use this voice. Recording stops by itself after "
-                       f"{RECORD_MAX_S:.0f} s.")
-        intro.setWordWrap(True)
-        self.meter = LevelMeter()
-        self.elapsed = QLabel("0.0 s")
-        self.message = QLabel()
-        self.message.setWordWrap(True)
-        self.start_button = QPushButton("Start recording")
-        self.start_button.clicked.connect(self.start)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(lambda: self.bridge.submit(StopVoiceRecording(True)))
-        close = QPushButton("Close")
-        close.clicked.connect(self.close)
-        buttons = QHBoxLayout()
-        for button in (self.start_button, self.stop_button):
-            buttons.addWidget(button)
-        buttons.addStretch(1)
-        buttons.addWidget(close)
-        layout = QVBoxLayout(self)
-        layout.addWidget(intro)
-        layout.addWidget(self.meter)
-        layout.addWidget(self.elapsed, 0, Qt.AlignmentFlag.AlignRight)
-        layout.addWidget(self.message)
-        layout.addLayout(buttons)
-        bridge.on(VoiceRecordingProgressed, self.on_progress)
-        bridge.on(VoiceRecordingFinished, self.on_finished)
-        if bridge.port is None:
-            self.start_button.setEnabled(False)
-            self.message.setText("Recording needs the voice loop, which is not running.")
-
-    @staticmethod
-    def new_path() -> Path:
-        return data_dir() / "voices" / time.strftime("voice-prompt-%Y%m%d-%H%M%S.wav")
-
-    def start(self) -> None:
-        path = self.new_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if self.bridge.submit(StartVoiceRecording(path, RECORD_MIN_S, RECORD_MAX_S)):
-            self.recording = True
-            self.start_button.setEnabled(False)
-            self.stop_button.setEnabled(True)
-            self.message.setText("Recording…")
-
-    def on_progress(self, event: VoiceRecordingProgressed) -> None:
-        self.meter.set_level(event.level_dbfs)
-        self.elapsed.setText(f"{event.elapsed_s:.1f} s")
-
-    def on_finished(self, event: VoiceRecordingFinished) -> None:
-        self.recording = False
-        self.start_button.setEnabled(True)
-        self.stop_button.setEnabled(False)
-        if event.path is None or event.duration_s < RECORD_MIN_S:
-            self.message.setText(event.message or f"Too short ({event.duration_s:.1f} s); "
-                                 f"record at least {RECORD_MIN_S:.0f} s.")
-            return
-        self.message.setText(f"Recorded {event.duration_s:.1f} s: {event.path}")
-        self.recorded.emit(event.path)
-
-    def done(self, result: int) -> None:
-        if self.recording:
-            self.bridge.submit(StopVoiceRecording(keep=False))
-        self.bridge.off(VoiceRecordingProgressed, self.on_progress)
-        self.bridge.off(VoiceRecordingFinished, self.on_finished)
-        super().done(result)
+        if self.tone_pending and event.device_name == self.value():
+            self.tone_pending = False
+            self.status.setText("Test tone played: did you hear a beep? If not, check the "
+                                "volume or choose another speaker." if event.ok else
+                                tone_failure_advice(event.message))

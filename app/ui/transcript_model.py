@@ -2,13 +2,17 @@
 
 Entries are kept in conversation order: by turn id, the user's side before the assistant's.
 Text-branch transcripts arrive after the audio (DESIGN.md), so an entry starts as a placeholder
-and is filled in place when its TranscriptUpdated comes.
+and is filled in place when its TranscriptUpdated comes. A placeholder never waits forever: once
+its side has been over for ``TRANSCRIPT_WAIT_S`` without text, it says "no transcript" (text that
+comes later still fills it in).
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -17,11 +21,13 @@ from app.events import (
     ReplyStarted,
     TranscriptUpdated,
     UserSpeechStarted,
+    UserTurnDropped,
     UserTurnEnded,
 )
 
 Role = Literal["user", "assistant"]
 ROLE_NAMES = {"user": "You", "assistant": "Assistant"}
+TRANSCRIPT_WAIT_S = 45.0  # after its side is over, an entry waits this long for its text
 
 
 def entry_key(turn_id: int, role: Role) -> tuple[int, int]:
@@ -41,6 +47,9 @@ class TranscriptEntry:
     interrupted: bool = False
     heard_ms: float | None = None  # how much of an interrupted reply was heard
     expect_text: bool = True  # False when nothing transcribes (echo demo, text branch off)
+    ended_at_s: float | None = None  # (monotonic) when this side's audio was over
+    gave_up: bool = False  # no text came within TRANSCRIPT_WAIT_S
+    dropped: bool = False  # a user turn dropped before it ended (no reply follows)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -51,10 +60,14 @@ class TranscriptEntry:
         if self.interrupted:
             heard = f" after {self.heard_ms / 1000:.1f} s" if self.heard_ms is not None else ""
             return f"interrupted{heard}"
+        if self.dropped:
+            return "dropped (no reply)"
         if self.speaking:
             return "speaking…" if self.role == "assistant" else "listening…"
         if not self.text:
-            return "transcribing…" if self.expect_text else "not transcribed"
+            if not self.expect_text:
+                return "not transcribed"
+            return "no transcript" if self.gave_up or self.final else "transcribing…"
         return "" if self.final else "…"
 
     def plain_text(self) -> str:
@@ -71,10 +84,30 @@ def _key_of(entry: TranscriptEntry) -> tuple[int, int]:
 class TranscriptModel:
     """Applies events; ``changed`` entries are returned so the view redraws only those."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 wait_s: float = TRANSCRIPT_WAIT_S) -> None:
         self.entries: list[TranscriptEntry] = []
         self._by_key: dict[tuple[int, int], TranscriptEntry] = {}
         self.transcribing = True
+        self.clock = clock
+        self.wait_s = wait_s
+
+    def expire(self) -> list[int]:
+        """Entries that waited too long for text say "no transcript"; returns their indexes."""
+        now = self.clock()
+        changed = []
+        for index, entry in enumerate(self.entries):
+            if (entry.expect_text and not entry.text and not entry.final and not entry.gave_up
+                    and entry.ended_at_s is not None and now - entry.ended_at_s >= self.wait_s):
+                entry.gave_up = True
+                changed.append(index)
+        return changed
+
+    @property
+    def waiting(self) -> bool:
+        """Some entry still waits for its text."""
+        return any(e.expect_text and not e.text and not e.final and not e.gave_up
+                   and not e.dropped for e in self.entries)
 
     def set_transcribing(self, transcribing: bool) -> list[int]:
         """Whether text is expected at all; returns the indexes of entries that changed."""
@@ -109,11 +142,17 @@ class TranscriptModel:
             found = self.entry(event.turn_id, "user")
             found[0].speaking = False
             found[0].duration_s = event.duration_s
+            found[0].ended_at_s = self.clock()
+        elif isinstance(event, UserTurnDropped):
+            found = self.entry(event.turn_id, "user")
+            found[0].speaking = False
+            found[0].dropped = True
         elif isinstance(event, ReplyFinished):
             found = self.entry(event.turn_id, "assistant")
             found[0].speaking = False
             found[0].interrupted = event.interrupted
             found[0].heard_ms = event.heard_ms if event.interrupted else None
+            found[0].ended_at_s = self.clock()
         elif isinstance(event, TranscriptUpdated):
             found = self.entry(event.turn_id, event.role)
             entry = found[0]

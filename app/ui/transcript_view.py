@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -70,10 +70,14 @@ class TranscriptView(QWidget):
 
     export_failed = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None,
+                 model: TranscriptModel | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("transcriptView")
-        self.model = TranscriptModel()
+        self.model = model or TranscriptModel()
+        self.expiry_timer = QTimer(self)  # "transcribing…" never stays forever
+        self.expiry_timer.setInterval(1000)
+        self.expiry_timer.timeout.connect(self.expire)
         self._bubbles: list[TurnBubble] = []
         self._list = QWidget()
         self._list_layout = QVBoxLayout(self._list)
@@ -120,6 +124,15 @@ class TranscriptView(QWidget):
             self.placeholder.hide()
         else:
             self._bubbles[index].show_entry(entry)
+        if self.model.waiting and not self.expiry_timer.isActive():
+            self.expiry_timer.start()
+
+    def expire(self) -> None:
+        """Placeholders whose text did not come in time say so."""
+        for index in self.model.expire():
+            self._bubbles[index].show_entry(self.model.entries[index])
+        if not self.model.waiting:
+            self.expiry_timer.stop()
 
     def set_transcribing(self, transcribing: bool) -> None:
         """Say "not transcribed" instead of "transcribing…" when nothing will fill in text."""

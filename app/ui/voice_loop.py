@@ -9,20 +9,48 @@ background thread because starting may load the VAD model and open devices.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
-from app.events import Shutdown
-
-if TYPE_CHECKING:
-    from app.ui.main_window import MainWindow
+from app.events import ConversationPort, Shutdown
+from app.settings import Settings
+from app.ui.banners import BannerArea
+from app.ui.bridge import UiBridge
+from app.ui.waveform import WaveformWidget
 
 log = logging.getLogger(__name__)
+
+
+class VoiceLoopWindow(Protocol):
+    """What the host needs of the main window (not the window itself: no import circle)."""
+
+    @property
+    def bridge(self) -> UiBridge: ...
+
+    @property
+    def banners(self) -> BannerArea: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def port_factory(self) -> Callable[[Settings], ConversationPort] | None: ...
+
+    @property
+    def mic_wave(self) -> WaveformWidget: ...
+
+    @property
+    def reply_wave(self) -> WaveformWidget: ...
+
+    def open_settings(self, group: str | None = None) -> None: ...
+
+    def set_loop_status(self, status: str) -> None: ...
 
 
 class VoiceLoopHost:
     """Owns the window's voice loop; the window only asks for it (start, close, release)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: VoiceLoopWindow) -> None:
         self.window = window
         window.bridge.port_attached.connect(self.on_port_attached)
 
@@ -47,6 +75,7 @@ class VoiceLoopHost:
         except Exception as exc:
             self.failed(exc)
             return False
+        window.set_loop_status("starting")
         start = getattr(port, "start", None)
         if callable(start):
             window.bridge.run_in_background(start, lambda _none: None, self.failed,
@@ -55,6 +84,7 @@ class VoiceLoopHost:
 
     def failed(self, exc: BaseException) -> None:
         log.error("starting the voice loop failed", exc_info=exc)
+        self.window.set_loop_status("none")
         self.window.banners.show_banner(
             "pipeline-start", "error", f"The voice loop could not start: {exc}",
             "Audio settings", lambda: self.window.open_settings("audio"))

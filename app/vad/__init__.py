@@ -9,10 +9,11 @@ from app.vad.base import (
     SAMPLE_RATE_HZ,
     Segmenter,
     SpeechScorer,
+    VadFrame,
     VadParams,
     VadState,
     VadUpdate,
 )
 
 __all__ = ["FRAME_S", "FRAME_SAMPLES", "SAMPLE_RATE_HZ", "Segmenter", "SpeechScorer",
-           "VadParams", "VadState", "VadUpdate"]
+           "VadFrame", "VadParams", "VadState", "VadUpdate"]

@@ -9,6 +9,10 @@ rules live only here:
   that drops it (clicks, coughs);
 - after an onset, a quiet frame starts a *pause*; speech at ``threshold`` again resumes it;
 - a pause of ``endpoint_silence_ms`` after the end of the last voiced frame is the *endpoint*.
+  A hangover of at most ``HANGOVER_FRAMES`` frames under ``threshold`` (but over the lower
+  one) at the end of speech is the model's probability trailing off, not speech: the silence
+  is counted from before it, so the hangover does not add to the endpoint silence. (A longer
+  run of such frames is quiet speech, and counts.)
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ SAMPLE_RATE_HZ = 16000
 FRAME_SAMPLES = 512  # silero's frame at 16 kHz
 FRAME_S = FRAME_SAMPLES / SAMPLE_RATE_HZ
 HYSTERESIS = 0.15
+HANGOVER_FRAMES = 2
 
 VadEvent = Literal["candidate", "onset", "dropped", "paused", "resumed", "endpoint"]
 
@@ -65,6 +70,15 @@ class VadParams:
 
 
 @dataclass(frozen=True)
+class VadFrame:
+    """One scored frame (``FRAME_S`` long); times in seconds on the input clock."""
+
+    start_s: float
+    end_s: float
+    probability: float
+
+
+@dataclass(frozen=True)
 class VadUpdate:
     """The segmenter's view after one frame; times in seconds on the input clock."""
 
@@ -87,10 +101,16 @@ class Segmenter:
         self.state = VadState.QUIET
         self._onset_s: float | None = None
         self._last_voiced_s: float | None = None
+        self._last_strong_s: float | None = None  # end of the last frame at ``threshold``
+        self._weak_frames = 0  # voiced frames under ``threshold`` since then
 
     def reset(self) -> None:
         self.state = VadState.QUIET
-        self._onset_s = self._last_voiced_s = None
+        self._onset_s = self._last_voiced_s = self._last_strong_s = None
+        self._weak_frames = 0
+
+    def step(self, frame: VadFrame) -> VadUpdate:
+        return self.update(frame.probability, frame.start_s, frame.end_s)
 
     def update(self, probability: float, start_s: float, end_s: float) -> VadUpdate:
         event = self._step(probability, start_s, end_s)
@@ -111,26 +131,36 @@ class Segmenter:
             if p < params.threshold:
                 return None
             self._onset_s, self._last_voiced_s = start_s, end_s
+            self._last_strong_s, self._weak_frames = end_s, 0
             self.state = VadState.STARTING
             return self._confirm_onset(end_s) or "candidate"
         if self.state == VadState.STARTING:
             if not voiced:
                 self.state = VadState.QUIET
                 return "dropped"
-            self._last_voiced_s = end_s
+            self._voiced(p, end_s)
             return self._confirm_onset(end_s)
         if self.state == VadState.SPEAKING:
             if voiced:
-                self._last_voiced_s = end_s
+                self._voiced(p, end_s)
                 return None
             self.state = VadState.STOPPING
+            if 0 < self._weak_frames <= HANGOVER_FRAMES:  # the probability trailing off
+                self._last_voiced_s = self._last_strong_s
             return self._endpoint_if_due(end_s) or "paused"
         # STOPPING
         if p >= params.threshold:
-            self._last_voiced_s = end_s
+            self._voiced(p, end_s)
             self.state = VadState.SPEAKING
             return "resumed"
         return self._endpoint_if_due(end_s)
+
+    def _voiced(self, p: float, end_s: float) -> None:
+        self._last_voiced_s = end_s
+        if p >= self.params.threshold:
+            self._last_strong_s, self._weak_frames = end_s, 0
+        else:
+            self._weak_frames += 1
 
     def _confirm_onset(self, end_s: float) -> VadEvent | None:
         assert self._onset_s is not None

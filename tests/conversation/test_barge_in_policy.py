@@ -7,8 +7,16 @@ import pytest
 
 from app.conversation import turns as t
 from app.events import ConversationState as S
-from app.vad.base import FRAME_S
+from app.vad.base import FRAME_S, VadState
+from tests.conversation import turn_script
 from tests.conversation.turn_script import QUIET, SPEECH, Script
+
+
+@pytest.fixture(autouse=True, params=[1, 3, 8], ids=lambda n: f"{n}_frames_per_pump")
+def frames_per_pump(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Every test here runs with one and with several VAD frames per pump (issue 22)."""
+    monkeypatch.setattr(turn_script, "FRAMES_PER_PUMP", request.param)
+    return int(request.param)
 
 
 def replying() -> Script:
@@ -18,7 +26,9 @@ def replying() -> Script:
 def test_a_cough_ducks_the_reply_then_restores_it_and_counts_a_false_interruption() -> None:
     s = replying().frames(SPEECH, 2)
     assert s.of(t.DuckSet) == [t.DuckSet(True)]  # at the first voiced frame
-    s.frames(QUIET, 2)
+    s.frames(QUIET, 4)  # 128 ms: maybe a dip inside speech, still ducked
+    assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.FalseInterruption)
+    s.frames(QUIET, 1)  # 160 ms of quiet: it was not speech
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
     [false] = s.of(t.FalseInterruption)
     assert false.turn_id == 1 and not false.reply_stopped
@@ -28,13 +38,13 @@ def test_a_cough_ducks_the_reply_then_restores_it_and_counts_a_false_interruptio
 
 def test_confirmed_speech_stops_the_reply_and_is_no_false_interruption() -> None:
     s = replying().frames(SPEECH, 3)
-    assert s.of(t.ReplyInterrupted) and s.of(t.DuckSet)[-1] == t.DuckSet(False)
+    assert s.of(t.ReplyInterrupted) and s.of(t.DuckSet) == [t.DuckSet(True)]
     s.frames(SPEECH, 10).frames(QUIET, 20)
     assert not s.of(t.FalseInterruption) and len(s.of(t.TurnStarted)) == 2
 
 
 def test_a_stopped_reply_with_no_turn_after_it_is_a_false_interruption_too() -> None:
-    s = replying().frames(SPEECH, 4).frames(QUIET, 2)  # 128 ms: stopped, no onset
+    s = replying().frames(SPEECH, 4).frames(QUIET, 5)  # 128 ms: stopped, no onset
     assert s.of(t.ReplyInterrupted)
     [false] = s.of(t.FalseInterruption)
     assert false.reply_stopped and false.turn_id == 1
@@ -57,10 +67,10 @@ def test_while_the_canceller_warms_up_speech_only_ducks_and_is_confirmed_after()
 def test_leaked_echo_during_the_warm_up_is_restored_and_forgotten() -> None:
     s = replying()
     s.guard = True
-    s.frames(SPEECH, 12).frames(QUIET, 1)  # 384 ms of leak, then it stops
+    s.frames(SPEECH, 12).frames(QUIET, 5)  # 384 ms of leak, then it stops
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
     [false] = s.of(t.FalseInterruption)
-    assert not false.reply_stopped and s.of(t.VadRestarted)
+    assert not false.reply_stopped and s.controller.vad_state == VadState.QUIET
     s.guard = False
     s.frames(QUIET, 30)
     assert len(s.of(t.TurnStarted)) == 1 and not s.of(t.ReplyInterrupted)
@@ -73,7 +83,30 @@ def test_a_reply_ending_during_unconfirmed_speech_makes_it_start_afresh() -> Non
     s.guard = True
     s.frames(SPEECH, 10)
     s.call("reply_finished", 1)
-    assert s.of(t.VadRestarted) and s.of(t.DuckSet)[-1] == t.DuckSet(False)
+    assert s.controller.vad_state == VadState.QUIET and s.of(t.DuckSet)[-1] == t.DuckSet(False)
     s.guard = False
     s.frames(SPEECH, 8)  # still talking: a turn of its own (its pre-roll covers the start)
     assert len(s.of(t.TurnStarted)) == 2
+
+
+def test_a_dip_while_ducked_keeps_the_speech_and_its_onset() -> None:
+    """Issue 14: one quiet frame inside a sentence while the reply was ducked restarted the VAD,
+    and the sentence became a turn 336 ms after its true start (its first word lost)."""
+    s = replying()
+    s.guard = True  # the canceller warming up: speech only ducks the reply for now
+    s.frames(SPEECH, 3).frames(QUIET, 2).frames(SPEECH, 4)
+    assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.FalseInterruption)
+    s.guard = False
+    s.frames(SPEECH, 6)
+    [interrupted] = s.of(t.ReplyInterrupted)
+    assert interrupted.onset_s == pytest.approx(34 * FRAME_S)  # the first word's onset
+    new = s.of(t.TurnStarted)[-1]
+    assert new.turn_id == 2 and new.onset_s == pytest.approx(34 * FRAME_S)
+    assert new.audio_from_s == pytest.approx(34 * FRAME_S - 0.3)
+
+
+def test_speech_after_a_longer_quiet_is_new_speech() -> None:
+    s = replying().frames(SPEECH, 2).frames(QUIET, 5).frames(SPEECH, 3)
+    assert len(s.of(t.FalseInterruption)) == 1
+    [interrupted] = s.of(t.ReplyInterrupted)
+    assert interrupted.onset_s == pytest.approx((34 + 7) * FRAME_S)

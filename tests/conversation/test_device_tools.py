@@ -30,6 +30,10 @@ from app.events import (
 from app.settings import Settings
 from app.vad.base import FRAME_S
 
+# End of turn by silence: these tests are about other things (the end-of-turn model has
+# its own tests in test_smart_endpoint.py and below).
+PLAIN = Settings().with_value("vad.smart_endpoint", False)
+
 MICS = ("Simulated microphone", "Second microphone")
 SPEAKERS = ("Simulated speaker", "Headphones")
 OUT_RATE = 48000
@@ -37,7 +41,7 @@ OUT_RATE = 48000
 
 def run(pcm: np.ndarray, *commands: tuple[float, object], **options: object) -> SimulationResult:
     options.setdefault("charge_compute", False)
-    return run_simulation(Settings(), EchoEngine(), SimulatedMicrophone(pcm, 16000),
+    return run_simulation(PLAIN, EchoEngine(), SimulatedMicrophone(pcm, 16000),
                           SimulationOptions(commands=tuple(commands), input_devices=MICS,
                                             output_devices=SPEAKERS, **options))  # type: ignore[arg-type]
 
@@ -156,7 +160,7 @@ def test_recording_stops_the_reply_that_is_playing(tmp_path: Path) -> None:
 
 
 def test_recording_without_a_microphone_says_what_to_do(tmp_path: Path) -> None:
-    result = run_simulation(Settings(), EchoEngine(), SimulatedMicrophone(np.zeros(8000), 16000),
+    result = run_simulation(PLAIN, EchoEngine(), SimulatedMicrophone(np.zeros(8000), 16000),
                             SimulationOptions(input_devices=(), charge_compute=False, commands=(
                                 (0.1, StartVoiceRecording(tmp_path / "p.wav")),)))
     [finished] = of(result, VoiceRecordingFinished)

@@ -29,12 +29,16 @@ from app.paths import config_dir
 from app.settings import Settings
 from app.vad.energy import EnergyScorer
 
+# End of turn by silence: these tests are about other things (the end-of-turn model has
+# its own tests in test_smart_endpoint.py and below).
+PLAIN = Settings().with_value("vad.smart_endpoint", False)
+
 NAMES = ("question", "hello", "sea", "stop")
 
 
 def talk(pcm: np.ndarray, echo: SimulatedEcho | None, mode: str = "automatic",
          **options: object) -> SimulationResult:
-    settings = (Settings().with_value("echo.mode", mode)
+    settings = (PLAIN.with_value("echo.mode", mode)
                 .with_value("engine.speculative_start", False))
     options.setdefault("charge_compute", False)
     return run_simulation(settings, EchoEngine(), SimulatedMicrophone(pcm, 16000),
@@ -72,7 +76,7 @@ def test_twenty_replies_on_speakers_never_interrupt_or_answer_themselves(
 
 def test_without_the_canceller_the_same_room_interrupts_itself() -> None:
     result = talk(replies(3), SimulatedEcho(60, -6.0), mode="headset", record_output=False)
-    assert interrupted(result) >= 3 and len(of(result, UserSpeechStarted)) > 3
+    assert interrupted(result) >= 3  # (the 26 dB duck now keeps it from answering itself too)
 
 
 def test_with_the_canceller_a_short_run_in_a_loud_room_stays_clean() -> None:
@@ -125,7 +129,7 @@ def test_the_echo_mode_switches_live() -> None:
     switch_at = fourth - 0.8
     result = talk(pcm, SimulatedEcho(60, -6.0), mode="headset", record_output=False,
                   commands=((switch_at, ApplySettings(
-                      Settings().with_value("engine.speculative_start", False))),))
+                      PLAIN.with_value("engine.speculative_start", False))),))
     before = [e for e in of(result, ReplyStarted) if e.t_s < switch_at]
     assert interrupted(result) >= len(before)  # echo cut every early reply short
     late = [r for r in result.records if r.user_onset_s > switch_at + 0.5]
@@ -169,7 +173,7 @@ def test_an_unavailable_canceller_is_reported_and_the_conversation_goes_on() -> 
     def broken():
         raise OSError("libwebrtc: cannot open shared object file")
 
-    result = run_simulation(Settings(), EchoEngine(), SimulatedMicrophone(replies(1), 16000),
+    result = run_simulation(PLAIN, EchoEngine(), SimulatedMicrophone(replies(1), 16000),
                             SimulationOptions(charge_compute=False),
                             echo_canceller=AecStage("headset", kernel_factory=broken))
     [error] = of(result, ErrorReported)
@@ -183,7 +187,7 @@ def test_a_short_noise_during_a_reply_is_a_counted_false_interruption() -> None:
     pcm[int(0.3 * rate):int(0.9 * rate)] = 0.3 * np.sin(np.arange(int(0.6 * rate)) * 0.15)
     pcm[int(1.8 * rate):int(1.85 * rate)] = 0.3  # a 50 ms knock while the reply plays
     result = run_simulation(
-        Settings().with_value("engine.speculative_start", False)
+        PLAIN.with_value("engine.speculative_start", False)
         .with_value("echo.mode", "headset"), EchoEngine(), SimulatedMicrophone(pcm, rate),
         SimulationOptions(charge_compute=False), scorer=EnergyScorer())
     [false] = of(result, FalseInterruptionDetected)
@@ -191,11 +195,12 @@ def test_a_short_noise_during_a_reply_is_a_counted_false_interruption() -> None:
     assert interrupted(result) == 0 and result.summary()["false_interruptions"] == 1
     reply_start = of(result, ReplyStarted)[0].t_s
     assert reply_start < 1.8
-    peaks = np.abs(result.output[76800:96000]).reshape(-1, 480).max(1)  # 1.6-2.0 s, 10 ms
+    peaks = np.abs(result.output[76800:100800]).reshape(-1, 480).max(1)  # 1.6-2.1 s, 10 ms
     assert peaks[:10].min() > 0.25  # full volume before the knock ...
-    assert peaks.min() < 0.1  # ... ducked (to a quarter) at once ...
-    assert np.count_nonzero(peaks < 0.1) <= 8  # ... for as long as it lasted ...
-    assert peaks[-8:].min() > 0.25  # ... and back to full volume while the reply goes on
+    assert peaks.min() < 0.1  # ... ducked (26 dB) at once ...
+    # ... for as long as it lasted and the 150 ms a dip inside speech may last ...
+    assert np.count_nonzero(peaks < 0.1) <= 24
+    assert peaks[-4:].min() > 0.25  # ... and back to full volume while the reply goes on
 
 
 def test_no_check_while_someone_is_talking() -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from voice_helpers import RecordingEngine, duration, speech, track
+from voice_helpers import RATE, RecordingEngine, duration, speech, track
 
 from app.audio.resample import resample
 from app.audio.simulated import DeviceFailure, SimulatedMicrophone
@@ -30,13 +30,17 @@ from app.events import (
 )
 from app.settings import Settings
 
+# End of turn by silence: these tests are about other things (the end-of-turn model has
+# its own tests in test_smart_endpoint.py and below).
+PLAIN = Settings().with_value("vad.smart_endpoint", False)
+
 OUT_RATE = 48000
 
 
 def converse(pcm: np.ndarray, settings: Settings | None = None, engine=None, rate: int = 16000,
              **options: object) -> SimulationResult:
     options.setdefault("charge_compute", False)
-    return run_simulation(settings or Settings(), engine or EchoEngine(),
+    return run_simulation(settings or PLAIN, engine or EchoEngine(),
                           SimulatedMicrophone(pcm, rate),
                           SimulationOptions(**options))  # type: ignore[arg-type]
 
@@ -93,7 +97,7 @@ def test_talking_over_the_reply_stops_it_cancels_the_engine_and_starts_a_new_tur
     engine = RecordingEngine(chunk_delay_ms=25)  # 1 s to generate: still busy when cut off
     # No echo in this simulation: the headset case. (In "automatic" the first second of the
     # first reply is the echo canceller's warm-up: tests/conversation/test_echo_scenarios.py.)
-    settings = (Settings().with_value("engine.speculative_start", False)
+    settings = (PLAIN.with_value("engine.speculative_start", False)
                 .with_value("echo.mode", "headset"))
     result = converse(pcm, settings, engine=engine, charge_compute=True)
     first, second = result.records
@@ -116,7 +120,7 @@ def test_talking_over_the_reply_stops_it_cancels_the_engine_and_starts_a_new_tur
 def test_push_to_talk_turn_ends_at_release_and_a_press_during_the_reply_interrupts() -> None:
     question = speech("question")
     end = 0.5 + duration("question")
-    settings = Settings().with_value("turn.mode", "push_to_talk")
+    settings = PLAIN.with_value("turn.mode", "push_to_talk")
     pcm = track([(0.5, question)], end + 4.0)
     result = converse(pcm, settings, push_to_talk=((0.3, end + 0.3), (end + 0.8, end + 1.0)))
     first = result.records[0]
@@ -167,7 +171,7 @@ def test_a_device_that_vanishes_mid_reply_is_replaced_and_the_app_keeps_going(
     pcm, _ = two_turns()
     mid_reply = 0.5 + duration("hello") + 0.53 + 0.5
     names = ("Simulated speaker", "Simulated headset")
-    settings = Settings().with_value(f"audio.{direction}_device", "Simulated headset")
+    settings = PLAIN.with_value(f"audio.{direction}_device", "Simulated headset")
     devices = {f"{direction}_devices": names}
     result = converse(pcm, settings, failures=(DeviceFailure(direction, "Simulated headset",
                                                              mid_reply),), **devices)
@@ -207,7 +211,7 @@ class FailsOnce(EchoEngine):
 
 def test_an_engine_exception_mid_reply_is_reported_and_the_next_turn_works() -> None:
     pcm, _ = two_turns()
-    settings = Settings().with_value("engine.speculative_start", False)
+    settings = PLAIN.with_value("engine.speculative_start", False)
     result = converse(pcm, settings, engine=FailsOnce())
     [error] = of(result, ErrorReported)
     assert "illegal memory access" in error.message and error.action
@@ -218,7 +222,7 @@ def test_an_engine_exception_mid_reply_is_reported_and_the_next_turn_works() -> 
 
 def test_a_speculative_reply_stays_silent_and_is_dropped_when_the_user_goes_on() -> None:
     """'Hello, ... can you hear me?' has a 0.16 s pause: long enough to speculate at 0.1 s."""
-    settings = Settings().with_value("engine.speculative_pause_ms", 100)
+    settings = PLAIN.with_value("engine.speculative_pause_ms", 100)
     engine = RecordingEngine()
     result = converse(track([(0.5, speech("hello"))], 0.5 + duration("hello") + 3), settings,
                       engine=engine)
@@ -240,7 +244,7 @@ def test_a_speculative_reply_stays_silent_and_is_dropped_when_the_user_goes_on()
 
 
 def test_engine_time_is_charged_so_a_slow_engine_looks_slow() -> None:
-    settings = Settings().with_value("engine.speculative_start", False)
+    settings = PLAIN.with_value("engine.speculative_start", False)
     pcm = track([(0.5, speech("stop"))], 0.5 + duration("stop") + 3)
     slow = converse(pcm, settings, engine=EchoEngine(first_chunk_delay_ms=150),
                     charge_compute=True).records[0]
@@ -264,7 +268,7 @@ def test_runs_without_compute_charging_are_bit_for_bit_repeatable() -> None:
 
 def test_commands_mute_and_settings_apply_mid_conversation() -> None:
     pcm, second_at = two_turns()
-    longer = Settings().with_value("vad.endpoint_silence_ms", 900)
+    longer = PLAIN.with_value("vad.endpoint_silence_ms", 900)
     result = converse(pcm, commands=((second_at - 0.5, ApplySettings(longer)),))
     first, second = result.records
     assert first.stages_ms["endpoint_wait"] < 600 <= 900 <= second.stages_ms["endpoint_wait"]
@@ -275,7 +279,7 @@ def test_commands_mute_and_settings_apply_mid_conversation() -> None:
 
 
 def test_the_reply_is_audible_as_soon_as_the_player_has_its_start_buffer() -> None:
-    settings = (Settings().with_value("audio.playback_start_ms", 300)
+    settings = (PLAIN.with_value("audio.playback_start_ms", 300)
                 .with_value("engine.speculative_start", False))
     pcm = track([(0.5, speech("sea"))], 0.5 + duration("sea") + 3)
     slow_start = converse(pcm, settings, engine=EchoEngine(chunk_delay_ms=20),
@@ -312,9 +316,90 @@ class TranscribingEcho(RecordingEngine):
 def test_idle_transcripts_reach_the_transcript_and_settings_apply_without_a_rebuild() -> None:
     pcm, second_at = two_turns()
     engine = TranscribingEcho()
-    warmer = Settings().with_value("sampling.temperature", 0.9)
+    warmer = PLAIN.with_value("sampling.temperature", 0.9)
     result = converse(pcm, engine=engine, commands=((second_at - 0.5, ApplySettings(warmer)),))
     updates = [e for e in of(result, TranscriptUpdated) if e.role == "user"]
     assert {u.turn_id: u.text for u in updates} == {1: "words of turn 1", 2: "words of turn 2"}
     assert all(u.final for u in updates)
     assert [s.sampling.temperature for s in engine.applied] == [0.9]
+
+
+@pytest.mark.parametrize("block_ms", [64.0, 128.0])
+def test_several_vad_frames_per_pump_give_the_same_turns_and_barge_in(block_ms: float) -> None:
+    """Device blocks longer than a VAD frame hand the controller several frames per pump
+    (issue 22): the turns, their onsets and the barge-in are the same as with 10 ms blocks."""
+    hello, stop = speech("hello"), speech("stop")
+    reply_start = 0.5 + duration("hello") + 0.53
+    pcm = track([(0.5, hello), (reply_start + 0.6, stop)],
+                reply_start + 0.6 + duration("stop") + 3.0)
+    settings = (PLAIN.with_value("engine.speculative_start", False)
+                .with_value("echo.mode", "headset"))
+    engine = RecordingEngine(chunk_delay_ms=25)
+    small = converse(pcm, settings, engine=RecordingEngine(chunk_delay_ms=25),
+                     charge_compute=True)
+    large = converse(pcm, settings, engine=engine, charge_compute=True, block_ms=block_ms)
+    assert len(large.records) == len(small.records) == 2
+    for got, want in zip(large.records, small.records, strict=True):
+        assert got.user_onset_s == pytest.approx(want.user_onset_s, abs=1e-6)
+        assert got.user_end_s == pytest.approx(want.user_end_s, abs=1e-6)
+        assert got.user_end_s + 0.5 - 1e-6 <= got.endpoint_s <= want.endpoint_s + block_ms / 1000
+    barge = large.records[0].barge_in
+    assert barge is not None and 1 in engine.cancelled_turns
+    assert barge.onset_s == pytest.approx(small.records[0].barge_in.onset_s, abs=1e-6)
+    assert engine.turns[-1].turn_id == 2
+
+
+@pytest.mark.parametrize("block_ms", [10.0, 128.0])
+def test_a_turn_cut_at_the_cap_is_not_restarted_with_its_old_onset(block_ms: float) -> None:
+    """Issue 22: 7 s of steady sound with a 5 s cap. With 128 ms blocks (4 VAD frames per pump)
+    the capped turn came back at once, twice, with onset 0.0."""
+    from app.vad.energy import EnergyScorer
+
+    t = np.arange(8 * 16000) / 16000
+    pcm = (0.1 * np.sin(2 * np.pi * 220 * t) * (t < 7.0)).astype(np.float32)
+    settings = (PLAIN.with_value("turn.max_user_turn_s", 5)
+                .with_value("echo.mode", "headset"))
+    result = run_simulation(settings, EchoEngine(), SimulatedMicrophone(pcm, 16000),
+                            SimulationOptions(block_ms=block_ms, charge_compute=False,
+                                              record_output=False), scorer=EnergyScorer())
+    starts = of(result, UserSpeechStarted)
+    assert [s.t_s for s in starts] == [0.0, pytest.approx(5.024)]
+    ends = of(result, UserTurnEnded)
+    assert len(ends) == 2 and ends[0].duration_s == pytest.approx(5.024)
+
+
+class BrokenModel:
+    def probability(self, pcm_16k: np.ndarray) -> float:
+        raise RuntimeError("onnxruntime: invalid graph")
+
+
+def test_the_end_of_turn_model_answers_a_finished_sentence_and_waits_through_a_pause() -> None:
+    """Issue 23, default settings, the real smart-turn model on real speech: a finished
+    sentence is answered well before the 500 ms silence; a 1 s thinking pause in the middle of
+    the next one stays inside the turn."""
+    from app.cli.turn_corpus import load_corpus
+
+    clip = load_corpus()["en_f_slt_a0009"]
+    end = clip.speech[-1][1]
+    paused = clip.with_pause_at(1.28, 1.0)  # "He turned sharply, and | (1 s) faced Gregson"
+    second_at = 0.5 + end + 3.0
+    pcm = track([(0.5, clip.pcm), (second_at, paused.pcm)], second_at + len(paused.pcm) / RATE
+                + 4.0)
+    result = converse(pcm, Settings())
+    first, second = result.records
+    assert first.endpoint_decision is not None and first.endpoint_decision.by == "model"
+    assert first.endpoint_decision.probability >= 0.85
+    assert first.first_audible_s - (0.5 + end) < 0.4  # the true end of speech → reply heard
+    assert second.user_onset_s < second_at + 0.5 and second.user_end_s > second_at + 3.3
+    assert len(of(result, UserSpeechStarted)) == 2  # the pause did not end the turn
+
+
+def test_a_broken_end_of_turn_model_leaves_the_end_of_turn_to_silence() -> None:
+    clip = speech("question")
+    result = run_simulation(Settings(), EchoEngine(), SimulatedMicrophone(
+        track([(0.5, clip)], 0.5 + duration("question") + 3.0), 16000),
+        SimulationOptions(charge_compute=False), end_of_turn=BrokenModel())
+    [record] = result.records
+    assert record.endpoint_decision is not None and record.endpoint_decision.by == "silence"
+    assert record.endpoint_decision.probability is None
+    assert 0.5 <= record.endpoint_s - record.user_end_s <= 0.55

@@ -103,6 +103,10 @@ class Collector:
     def of(self, kind: type) -> list:
         return [e for e in list(self.events) if isinstance(e, kind)]
 
+    def wait_until(self, condition, timeout_s: float = 10.0) -> None:
+        with self._arrived:
+            assert self._arrived.wait_for(condition, timeout_s), "the awaited event never came"
+
 
 def test_no_audio_devices_and_a_failed_engine_switch_are_reported_not_raised() -> None:
     no_devices = SounddeviceBackend(FakeSd([{"name": "ALSA"}], []))
@@ -124,7 +128,9 @@ def test_no_audio_devices_and_a_failed_engine_switch_are_reported_not_raised() -
     assert "no model and no codec folder is set" in failed.message
     assert "echo demo" in failed.action and "model manager" in failed.action
     statuses = events.of(EngineStatusChanged)
-    assert [s.loading for s in statuses] == [False, True, False]
+    loadings = [s.loading for s in statuses]  # ready, loading (by stage), ready again
+    assert loadings[0] is False and loadings[-1] is False and all(loadings[1:-1])
+    assert len(loadings) >= 3
     assert statuses[-1].info.name == "Echo demo" and "folder" in statuses[-1].message
 
 
@@ -138,8 +144,9 @@ def test_an_engine_that_cannot_be_built_at_start_leaves_the_echo_demo_answering(
                 if e.category == "model_invalid"]
     pipeline.stop()
     assert failed.message.startswith("MOSS-Speech could not be loaded")
-    loading, final = events.of(EngineStatusChanged)[1:]
-    assert loading.loading and "Loading MOSS-Speech" in loading.message
+    statuses = events.of(EngineStatusChanged)
+    loading, final = statuses[1], statuses[-1]
+    assert all(s.loading for s in statuses[1:-1]) and "Loading MOSS-Speech" in loading.message
     assert "echo demo answers meanwhile" in loading.message
     assert final.info.is_demo and not final.loading
 
@@ -167,3 +174,65 @@ def test_a_bad_model_folder_is_reported_and_a_retry_can_load_the_engine() -> Non
     pipeline.stop()
     assert len(attempts) == 2 and statuses[-1].info.name == "Echo demo"
     assert statuses[-1].message == "" and not statuses[-1].loading
+
+
+class VoiceAwareFactory:
+    """Builds like the model engine does: refuses without a voice, reports its stages."""
+
+    def __init__(self) -> None:
+        self.built: list[Settings] = []
+        self.engines: list[RecordingEngine] = []
+
+    def __call__(self, settings: Settings) -> EchoEngine:
+        from app.engine import build_progress
+        from app.engine.factory import EngineUnavailableError
+
+        self.built.append(settings)
+        build_progress.report(0.5, "reading the model weights")
+        if settings.engine.voice_prompt is None:
+            raise EngineUnavailableError("no voice prompt is set", "voice_prompt")
+        engine = VoiceRecordingEngine()
+        self.engines.append(engine)
+        return engine
+
+
+class VoiceRecordingEngine(RecordingEngine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.applied: list[Settings] = []
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.applied.append(settings)
+
+
+def test_choosing_the_missing_voice_loads_the_engine_and_a_later_voice_applies_in_place(
+        tmp_path) -> None:
+    factory = VoiceAwareFactory()
+    settings = Settings().with_value("engine.kind", "moss_speech")
+    pipeline = Pipeline(settings, EchoEngine(), SimulatedBackend(SimulatedMicrophone(
+        np.zeros(16000, np.float32), 16000)), clock=WallClock(False), engine_factory=factory,
+        load_engine=True)
+    events = Collector()
+    pipeline.subscribe(events)
+    pipeline.start(threaded=True)
+    [failed] = events.wait_for(ErrorReported)
+    assert failed.category == "voice_prompt" and len(factory.built) == 1
+    staged = [s for s in events.of(EngineStatusChanged) if s.progress is not None]
+    assert staged and staged[0].progress == 0.5 and "reading the model weights" in (
+        staged[0].message)
+    # Sampling cannot change whether the build succeeds: no retry for it...
+    hotter = settings.with_value("sampling.temperature", 0.9)
+    pipeline.submit(ApplySettings(hotter))
+    # ...but the voice can: the model loads at once, without a reload request or a restart.
+    voiced = hotter.with_value("engine.voice_prompt", tmp_path / "me.wav")
+    pipeline.submit(ApplySettings(voiced))
+    events.wait_until(lambda: bool(factory.engines) and not events.of(EngineStatusChanged)[-1]
+                      .loading)
+    assert len(factory.built) == 2 and factory.built[1].sampling.temperature == 0.9
+    # With the model running, another voice is taken in place (no second load).
+    other = voiced.with_value("engine.voice_prompt", tmp_path / "other.wav")
+    pipeline.submit(ApplySettings(other))
+    pipeline.submit(Shutdown())
+    assert pipeline.close(5.0)
+    assert len(factory.built) == 2
+    assert [s.engine.voice_prompt for s in factory.engines[0].applied] == [tmp_path / "other.wav"]

@@ -7,8 +7,16 @@ import pytest
 from app.conversation import turns as t
 from app.events import ConversationState as S
 from app.settings import Settings
-from app.vad.base import FRAME_S
+from app.vad.base import FRAME_S, VadState
+from tests.conversation import turn_script
 from tests.conversation.turn_script import QUIET, SPEECH, Script
+
+
+@pytest.fixture(autouse=True, params=[1, 3, 8], ids=lambda n: f"{n}_frames_per_pump")
+def frames_per_pump(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Every test here runs with one and with several VAD frames per pump (issue 22)."""
+    monkeypatch.setattr(turn_script, "FRAMES_PER_PUMP", request.param)
+    return int(request.param)
 
 
 def test_params_follow_the_settings() -> None:
@@ -25,7 +33,7 @@ def test_always_listening_turn_with_pre_roll_and_endpoint() -> None:
     assert started.audio_from_s == pytest.approx(5 * FRAME_S - 0.3)
     ended = s.of(t.TurnEnded)[0]
     assert ended.user_end_s == pytest.approx(25 * FRAME_S)
-    assert ended.endpoint_s == pytest.approx(41 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(41))
     assert s.states() == [S.USER_SPEAKING, S.ENDPOINTING, S.RESPONDING]
     s.call("reply_audible", 1).call("reply_finished", 1)
     assert s.states()[-2:] == [S.SPEAKING, S.LISTENING]
@@ -51,8 +59,8 @@ def test_barge_in_ducks_then_interrupts_then_starts_the_new_turn_with_its_onset(
     interrupted = s.of(t.ReplyInterrupted)[0]
     assert interrupted.turn_id == 1 and interrupted.cause == "speech"
     assert interrupted.was_audible and interrupted.onset_s == pytest.approx(34 * FRAME_S)
-    assert interrupted.detected_s == pytest.approx(37 * FRAME_S)
-    assert s.of(t.DuckSet)[-1] == t.DuckSet(False)
+    assert interrupted.detected_s == pytest.approx(s.pumped_at(37))
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]  # it fades out from the ducked level
     assert s.states()[-1] == S.INTERRUPTED
     s.frames(SPEECH, 5)  # onset confirmed at 250 ms
     new = s.of(t.TurnStarted)[-1]
@@ -65,7 +73,7 @@ def test_barge_in_ducks_then_interrupts_then_starts_the_new_turn_with_its_onset(
 
 def test_a_short_sound_during_a_reply_only_ducks_it() -> None:
     s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
-    s.call("reply_audible", 1).frames(SPEECH, 2).frames(QUIET, 3)
+    s.call("reply_audible", 1).frames(SPEECH, 2).frames(QUIET, 5)
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
     assert not s.of(t.ReplyInterrupted) and s.states()[-1] == S.SPEAKING
 
@@ -81,7 +89,7 @@ def test_without_barge_in_speech_during_the_reply_is_ignored_and_needs_a_fresh_o
     s.call("reply_audible", 1).frames(SPEECH, 15)
     assert not s.of(t.ReplyInterrupted) and len(s.of(t.TurnStarted)) == 1
     s.call("reply_finished", 1)
-    assert s.of(t.VadRestarted) and len(s.of(t.TurnStarted)) == 1
+    assert s.controller.vad_state == VadState.QUIET and len(s.of(t.TurnStarted)) == 1
     assert s.states()[-1] == S.LISTENING
     s.frames(SPEECH, 7)
     assert len(s.of(t.TurnStarted)) == 1  # 224 ms: not yet an onset of its own
@@ -136,8 +144,9 @@ def test_an_overlong_turn_ends_at_the_cap_and_speech_that_goes_on_needs_a_fresh_
     s = Script(speculative_start=False, max_user_turn_s=1.0).frames(SPEECH, 33)
     [ended] = s.of(t.TurnEnded)
     assert ended.onset_s == pytest.approx(0.0)
-    assert ended.endpoint_s == pytest.approx(32 * FRAME_S)  # the first frame past 1.0 s
-    assert s.of(t.VadRestarted) and s.states()[-1] == S.RESPONDING
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(32))  # the first frame past 1.0 s
+    assert s.controller.vad_state == VadState.STARTING  # frame 33: a fresh candidate
+    assert s.states()[-1] == S.RESPONDING
     s.frames(SPEECH, 12)  # the same person goes on talking: a new utterance, a barge-in
     assert s.of(t.ReplyInterrupted)[0].turn_id == 1
     second = s.of(t.TurnStarted)[-1]
@@ -147,7 +156,7 @@ def test_an_overlong_turn_ends_at_the_cap_and_speech_that_goes_on_needs_a_fresh_
 def test_the_cap_ends_a_push_to_talk_turn_and_the_held_key_starts_nothing_more() -> None:
     s = Script(mode="push_to_talk", max_user_turn_s=1.0).call("press").frames(SPEECH, 40)
     assert len(s.of(t.TurnStarted)) == 1 and len(s.of(t.TurnEnded)) == 1
-    assert s.of(t.TurnEnded)[0].endpoint_s == pytest.approx(32 * FRAME_S)
+    assert s.of(t.TurnEnded)[0].endpoint_s == pytest.approx(s.pumped_at(32))
     s.call("release")
     assert len(s.of(t.TurnEnded)) == 1
     s.call("press").frames(SPEECH, 3)
@@ -170,7 +179,7 @@ def test_a_pause_by_the_app_keeps_the_persons_mute_switch() -> None:
     s.call("set_muted", False).call("set_paused", True).frames(SPEECH, 20)
     assert not s.of(t.TurnStarted)
     s.call("set_paused", False)
-    assert s.states()[-1] == S.LISTENING and s.of(t.VadRestarted)
+    assert s.states()[-1] == S.LISTENING and s.controller.vad_state == VadState.QUIET
     s.frames(SPEECH, 7)
     assert not s.of(t.TurnStarted)  # the speech heard while paused needs a fresh onset
     s.frames(SPEECH, 2)

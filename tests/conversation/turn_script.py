@@ -1,43 +1,57 @@
-"""Scripted VAD frames through a real Segmenter into the turn controller (no audio, no threads)."""
+"""Scripted VAD frames into the turn controller (no audio, no threads), several per pump.
+
+The pipeline hands the controller every frame scored since its last pump in one call, processed
+at one time (``now_s``); how many depends on the device block size and on how busy the machine
+is. ``Script`` does the same with ``frames_per_pump`` frames per call (default
+``FRAMES_PER_PUMP``, which the controller tests run at 1 and at several, see
+``frames_per_pump`` in their modules).
+"""
 
 from __future__ import annotations
 
 from app.conversation import turns as t
 from app.events import ConversationState
-from app.vad.base import FRAME_S, Segmenter, VadParams
+from app.vad.base import FRAME_S, VadFrame
 
 SPEECH, QUIET = 0.9, 0.05
+FRAMES_PER_PUMP = 1
 
 
 class Script:
     """Feeds per-frame probabilities into the controller and logs its actions by frame."""
 
-    def __init__(self, **params: object) -> None:
+    def __init__(self, frames_per_pump: int | None = None, **params: object) -> None:
         self.controller = t.TurnController(t.TurnParams(**params))  # type: ignore[arg-type]
-        self.segmenter = Segmenter(VadParams())
+        self.per_pump = frames_per_pump or FRAMES_PER_PUMP
         self.frame = 0
         self.log: list[tuple[int, t.Action]] = []
         self.guard = False  # the echo canceller's warm-up guard
+        self._pumped_at: dict[int, float] = {}  # frame count → time of the pump that took it
 
     @property
     def now(self) -> float:
         return self.frame * FRAME_S
 
     def frames(self, probability: float, count: int) -> Script:
-        for _ in range(count):
-            update = self.segmenter.update(probability, self.now, self.now + FRAME_S)
-            self.frame += 1
-            self._keep(self.controller.on_vad(update, self.now, echo_guard=self.guard))
+        for first in range(0, count, self.per_pump):
+            batch = [VadFrame((self.frame + i) * FRAME_S, (self.frame + i + 1) * FRAME_S,
+                              probability) for i in range(min(self.per_pump, count - first))]
+            self.frame += len(batch)
+            for frame in batch:
+                self._pumped_at[round(frame.end_s / FRAME_S)] = self.now
+            self._keep(self.controller.on_frames(batch, self.now, echo_guard=self.guard))
         return self
 
     def call(self, method: str, *args: object) -> Script:
         self._keep(getattr(self.controller, method)(*args, self.now))
         return self
 
+    def pumped_at(self, frame_end: int) -> float:
+        """When the frame ending at ``frame_end * FRAME_S`` was processed."""
+        return self._pumped_at[frame_end]
+
     def _keep(self, actions: list[t.Action]) -> None:
         self.log += [(self.frame, a) for a in actions]
-        if any(isinstance(a, t.VadRestarted) for a in actions):
-            self.segmenter.reset()  # what the pipeline does
 
     def of(self, kind: type) -> list:
         return [a for _, a in self.log if isinstance(a, kind)]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.audio.ringbuffer import RingBuffer
@@ -84,15 +84,28 @@ def save_after_layout(qtbot: QtBot, widget: QWidget, path: Path,
     """Save a screenshot of ``widget`` once the widgets in ``showing`` are laid out on screen.
 
     A widget added a moment ago has no geometry until the posted layout requests ran; a grab
-    before that shows an empty area where the banner or the dialog page should be."""
+    before that shows an empty area where the banner or the dialog page should be. A widget
+    inside a scroll area is scrolled into view first."""
     def laid_out() -> bool:
         QApplication.sendPostedEvents()
+        for w in showing:
+            area = _scroll_area_of(w)
+            if area is not None:
+                area.ensureWidgetVisible(w, 0, 0)
         return all(w.isVisible() and not w.geometry().isEmpty()
-                   and w.mapTo(widget, w.rect().bottomRight()).y() <= widget.height()
+                   and not w.visibleRegion().isEmpty()
+                   and w.mapTo(widget, w.rect().topLeft()).y() < widget.height()
                    for w in showing)
 
     qtbot.waitUntil(laid_out)
     widget.grab().save(str(path))
+
+
+def _scroll_area_of(w: QWidget) -> QScrollArea | None:
+    parent = w.parentWidget()
+    while parent is not None and not isinstance(parent, QScrollArea):
+        parent = parent.parentWidget()
+    return parent
 
 
 def fake_gpu(free_gib: float, total_gib: float = 24.0) -> Callable[[], GpuQuery]:
@@ -117,6 +130,20 @@ def open_window(qtbot: QtBot, settings: Settings | None = None, port: FakePort |
     if start and port is not None:
         window.start_conversation()
     return window
+
+
+def wav_bytes(seconds: float, rate_hz: int = 16000) -> bytes:
+    """A short speech-like WAV file's bytes (a usable voice prompt)."""
+    import io
+
+    import numpy as np
+    import soundfile
+
+    t = np.arange(int(seconds * rate_hz)) / rate_hz
+    pcm = (0.3 * np.sin(2 * np.pi * 180 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t)))
+    buffer = io.BytesIO()
+    soundfile.write(buffer, pcm.astype(np.float32), rate_hz, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
 
 
 def done_first_run() -> Settings:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.engine.base import STAGES
@@ -69,3 +70,40 @@ def test_history_is_bounded(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> No
     assert panel.history.rowCount() == 5
     assert [r.turn_id for r in panel.records] == [8, 9, 10, 11, 12]
     assert panel.history.cell(0, 0) == "12"
+
+
+def test_only_the_stages_the_engine_reports_are_shown_all_in_ms(qtbot: QtBot) -> None:
+    panel = LatencyPanel()
+    qtbot.addWidget(panel)
+    assert panel.legend_labels == {}  # nothing claimed before a turn was measured
+    echo = TurnRecord(1, 1.0, 2.0, 2.5, 2.6, 2.7, 700.0,
+                      {"endpoint_wait": 500.0, "first_chunk": 3.0, "output_buffer": 90.0}, 1500.0)
+    panel.add_record(echo)
+    assert list(panel.legend_labels) == ["endpoint_wait", "first_chunk", "output_buffer"]
+    assert all(" ms" in label.text() for label in panel.legend_labels.values())
+    headers = [panel.history.headerData(c, Qt.Orientation.Horizontal)
+               for c in range(panel.history.columnCount())]
+    assert "Encode" not in headers and "Prefill" not in headers
+    assert panel.history.cell(0, headers.index("Heard")) == "1500"  # ms, like every column
+    assert "ms" in panel.detail_label.text()
+    panel.add_record(record(2))  # an engine with every stage: the columns grow
+    assert panel.history.columnCount() == 2 + len(STAGES) + 2
+
+
+def test_the_endpoint_decision_is_its_own_stage(qtbot: QtBot) -> None:
+    """Issue 23: silence waited, the model's verdict and probability, so testers can tune."""
+    from dataclasses import replace
+
+    from app.events import EndpointDecision
+
+    panel = LatencyPanel()
+    qtbot.addWidget(panel)
+    by_model = EndpointDecision("model", 182.0, 0.93, 41.0)
+    panel.add_record(replace(record(1), endpoint_decision=by_model))
+    text = panel.endpoint_label.text()
+    assert "182 ms of silence" in text and "finished" in text and "0.93" in text
+    late = EndpointDecision("silence", 1830.0, 0.12, 39.0)
+    panel.add_record(replace(record(2), endpoint_decision=late))
+    assert "not finished, p = 0.12" in panel.endpoint_label.text()
+    panel.add_record(replace(record(3), endpoint_decision=EndpointDecision("silence", 512.0)))
+    assert "no model verdict" in panel.endpoint_label.text()

@@ -57,8 +57,15 @@ def test_conversation_window_with_all_areas(qtbot: QtBot, port: FakePort,
     for name in ("waveformArea", "transcriptArea", "latencyArea"):
         assert window.findChild(object, name) is not None, name
     assert window.mic_wave._source is port.mic_waveform
-    assert "demo, no model loaded" in window.engine_status.text()
+    assert window.engine_status.text() == "Engine: Echo demo (no model loaded)"
+    # Before the voice loop reported anything the window says it is starting (not "Not
+    # listening" under an "Always listening" switch).
+    assert window.state_label.text() == "Starting…"
+    assert window.mode_status.text() == "Always listening — starting the microphone…"
+    port.emit(StateChanged(ConversationState.LISTENING, 0.0))
+    qtbot.waitUntil(lambda: window.state_label.text() == "Listening")
     assert window.mode_status.text() == "Always listening"
+    assert window.controls.always_switch.isChecked()
     save_after_layout(qtbot, window, screenshot_dir / "main_window_empty.png",
                       (window.conversation_page, window.controls))
 
@@ -91,7 +98,7 @@ def test_mode_switch_and_hold_to_talk_key(qtbot: QtBot, port: FakePort) -> None:
     window.controls.always_switch.setChecked(False)
     assert port.commands_of(SetListenMode) == [SetListenMode("push_to_talk")]
     assert load_settings().settings.turn.mode == "push_to_talk"
-    assert window.mode_status.text() == "Push-to-talk"
+    assert window.mode_status.text().startswith("Push-to-talk")
     assert window.controls.talk_button.isVisible()
     qtbot.keyPress(window, Qt.Key.Key_Space)
     qtbot.keyPress(window, Qt.Key.Key_Space)  # already held: one press only
@@ -119,7 +126,7 @@ def test_engine_status_and_reload_progress(qtbot: QtBot, port: FakePort) -> None
     assert banner.progress.value() == 40 and "reading weights" in banner.message
     port.emit(EngineStatusChanged(MOSS, loading=False))
     qtbot.waitUntil(lambda: "engine-loading" not in window.banners.banners)
-    assert window.engine_status.text() == "Engine: MOSS-Speech"
+    assert window.engine_status.text() == "Engine: MOSS-Speech · bf16"
     assert window.device_status.text() == "Device: cuda:0"
     assert not window.demo_badge.isVisible()
 
@@ -190,7 +197,8 @@ def test_a_configured_but_broken_model_folder_is_reported(qtbot: QtBot, port: Fa
     window = open_window(qtbot, settings, port)
     qtbot.waitUntil(lambda: "error-model_invalid" in window.banners.banners)
     text = window.banners.banners["error-model_invalid"].message
-    assert "config.json" in text and "codec: folder does not exist" in text
+    assert "model: This folder is empty — is it the right one?" in text
+    assert "codec: This folder does not exist yet" in text
     assert window.banners.banners["error-model_invalid"].action_button.text() == (
         "Open the model manager")
 

@@ -6,6 +6,7 @@ import numpy as np
 import soundfile
 from pydantic import BaseModel, Field
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from app.engine.preflight import estimate, flow_cache_bytes_for
@@ -25,8 +26,8 @@ from app.settings import Settings
 from app.settings_store import load_settings
 from app.ui.bridge import UiBridge
 from app.ui.settings_dialog import SettingsDialog
-from app.ui.settings_form import settings_fields
-from app.ui.settings_widgets import DeviceEditor, PrecisionEditor
+from app.ui.settings_form import PathEditor, settings_fields
+from app.ui.settings_widgets import DeviceEditor, PrecisionEditor, VoicePromptEditor
 from tests.ui.conftest import (
     FakePort,
     done_first_run,
@@ -58,20 +59,27 @@ def test_every_setting_has_an_editor_with_its_description(qtbot: QtBot,
     expected = {f"{g}.{n}" for g, info in Settings.model_fields.items()
                 if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
                 for n in info.annotation.model_fields}
-    assert set(dialog.editors) == expected
+    assert set(dialog.editors) == expected - {"ui.first_run_done"}  # bookkeeping, not shown
     for key, editor in dialog.editors.items():
         group, name = key.split(".")
         description = type(getattr(Settings(), group)).model_fields[name].description
         assert editor.widget.toolTip().startswith(description), key
+        help_line = dialog.rows[key].help  # one line under every field, not only a tooltip
+        assert help_line.text() and not help_line.isHidden(), key
     labels = {f.key: f.label for fields in settings_fields().values() for f in fields}
     assert labels["vad.endpoint_silence_ms"] == "Endpoint silence (ms)"
-    assert labels["engine.context_max_rows"] == "Context max (rows)"
+    assert labels["engine.context_max_rows"] == "Context length (rows)"
     assert labels["streaming.flow_cache_budget_mib"] == "Flow cache budget (MiB)"
+    assert "12.5 rows per second" in dialog.rows["engine.context_max_rows"].help.text()
+    kind = dialog.editors["engine.kind"]
+    assert [kind.widget.itemText(i) for i in range(kind.widget.count())] == [
+        "Echo demo (no AI)", "MOSS-Speech model", "MOSS-Speech server"]
     dialog.show_group("engine")
     save_after_layout(qtbot, dialog, screenshot_dir / "settings_engine.png",
                       (dialog.editors["engine.precision"].widget,))
-    dialog.show_group("vad")
-    save_after_layout(qtbot, dialog, screenshot_dir / "settings_vad.png",
+    dialog.show_group("vad")  # a settings group shows the page it is on
+    assert dialog.current_page() == "listening"
+    save_after_layout(qtbot, dialog, screenshot_dir / "settings_listening.png",
                       (dialog.editors["vad.endpoint_silence_ms"].widget,))
 
 
@@ -94,7 +102,8 @@ def test_pydantic_messages_block_apply_until_fixed(qtbot: QtBot) -> None:
     assert "greater than 0" in dialog.errors["sampling.top_p"]
     assert not dialog.error_labels["sampling.top_p"].isHidden()
     assert not dialog.apply_button.isEnabled()
-    assert "⚠" in dialog.group_list.item(dialog.groups.index("sampling")).text()
+    assert "⚠" in dialog.group_list.item(dialog.groups.index("replies")).text()
+    assert not dialog.ok_button.isEnabled()
     dialog.editors["sampling.seed"].set_value("abc")
     assert "valid integer" in dialog.errors["sampling.seed"]
     dialog.editors["turn.hold_to_talk_key"].set_value("")
@@ -125,17 +134,48 @@ def test_live_apply_through_the_main_window(qtbot: QtBot, port: FakePort) -> Non
     assert window.settings.vad.threshold == 0.65
 
 
-def test_engine_changes_reload_only_after_confirmation(qtbot: QtBot) -> None:
+def test_engine_changes_apply_at_once_and_say_the_engine_reloads(qtbot: QtBot) -> None:
     dialog, applied = open_dialog(qtbot)
     dialog.editors["engine.precision"].set_value("int8")
     dialog.editors["vad.min_speech_ms"].set_value(300)
-    assert dialog.apply() is False
-    assert dialog.reload_bar.isVisible() and "Precision" in dialog.reload_text.text()
-    assert applied == []
-    qtbot.mouseClick(dialog.reload_now, Qt.MouseButton.LeftButton)
-    settings, reload = applied[-1]
-    assert reload is True and settings.engine.precision == "int8"
-    assert settings.vad.min_speech_ms == 300 and not dialog.reload_bar.isVisible()
+    assert "Applying Precision reloads the engine" in dialog.status.text()
+    assert dialog.apply() is True  # no second question, no restart
+    settings, _reload = applied[-1]
+    assert settings.engine.precision == "int8" and settings.vad.min_speech_ms == 300
+    assert "the engine is reloading" in dialog.status.text()
+    dialog.editors["sampling.temperature"].set_value(0.8)
+    assert "reloads" not in dialog.status.text()  # a live setting: nothing to reload
+
+
+def test_a_new_voice_reloads_only_an_engine_that_is_not_running(qtbot: QtBot,
+                                                               tmp_path: Path) -> None:
+    voice = tmp_path / "voice.wav"
+    soundfile.write(voice, np.zeros(16000 * 6, np.float32), 16000)
+    running = [True]
+    dialog = SettingsDialog(Settings().with_value("engine.kind", "moss_speech"), UiBridge(),
+                            gpu_query=no_gpu, engine_running=lambda: running[0])
+    qtbot.addWidget(dialog)
+    dialog.editors["engine.voice_prompt"].set_value(voice)
+    assert "reloads" not in dialog.status.text()  # the running model takes a voice in place
+    running[0] = False  # the model could not be loaded (e.g. for want of this voice)
+    dialog.validate()
+    assert "Applying Voice reloads the engine" in dialog.status.text()
+
+
+def test_restore_defaults_resets_the_shown_page_only(qtbot: QtBot, tmp_path: Path) -> None:
+    settings = (Settings().with_value("vad.threshold", 0.8).with_value("sampling.top_k", 5)
+                .with_value("engine.model_dir", tmp_path).with_value("engine.precision", "int4"))
+    dialog, applied = open_dialog(qtbot, settings=settings)
+    dialog.show_group("listening")
+    qtbot.mouseClick(dialog.restore_button, Qt.MouseButton.LeftButton)
+    assert dialog.value_of("vad.threshold") == 0.5 and dialog.value_of("sampling.top_k") == 5
+    assert applied == []  # nothing applies until Apply or OK
+    dialog.show_group("engine")
+    dialog.restore_defaults()
+    assert dialog.value_of("engine.precision") == "bf16"
+    assert dialog.value_of("engine.model_dir") == tmp_path  # set-up is kept
+    qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+    assert applied == [] and not dialog.isVisible()  # Cancel drops what was not applied
 
 
 def test_precision_choices_show_vram_and_what_fits(qtbot: QtBot) -> None:
@@ -202,6 +242,25 @@ def test_voice_recording_goes_through_the_voice_loop(qtbot: QtBot, port: FakePor
     port.emit(VoiceRecordingFinished(wav, 7.0))
     qtbot.waitUntil(lambda: dialog.value_of("engine.voice_prompt") == wav)
     assert "engine.voice_prompt" not in dialog.errors
+    assert "Read the text below" in recorder.findChild(QLabel, "recordingScript").parent() \
+        .findChildren(QLabel)[0].text()
+    qtbot.mouseClick(recorder.play_button, Qt.MouseButton.LeftButton)  # playback of the take
+    assert port.commands_of(PlayTestTone)[-1] == PlayTestTone(None, path=wav)
+    port.emit(ToneTestFinished(None, True))
+    qtbot.waitUntil(recorder.play_button.isEnabled)
+    assert "Played back" in recorder.message.text()
+
+
+def test_the_audio_page_says_when_no_device_was_found(qtbot: QtBot, port: FakePort) -> None:
+    dialog, _ = open_dialog(qtbot, port)
+    port.emit(AudioDevicesListed((), ()))
+    mic = dialog.editors["audio.input_device"]
+    assert isinstance(mic, DeviceEditor) and mic.meter is not None
+    qtbot.waitUntil(lambda: mic.found == ())
+    assert "No microphone found" in mic.status.text() and "Refresh" in mic.status.text()
+    assert mic.meter.format() == "no microphone"
+    qtbot.mouseClick(mic.refresh_button, Qt.MouseButton.LeftButton)
+    assert len(port.commands_of(ListAudioDevices)) == 2
 
 
 def test_devices_meter_and_test_tone_via_the_port(qtbot: QtBot, port: FakePort,
@@ -219,11 +278,14 @@ def test_devices_meter_and_test_tone_via_the_port(qtbot: QtBot, port: FakePort,
     port.emit(InputLevelMeasured("USB Mic", -30.0, -12.0))
     assert mic.meter is not None
     qtbot.waitUntil(lambda: mic.meter.value() == -12)
+    assert "Found 2 speakers: Speakers, Headset." in speaker.status.text()
     speaker.combo.setCurrentText("Headset")
     qtbot.mouseClick(speaker.tone_button, Qt.MouseButton.LeftButton)
     assert port.commands_of(PlayTestTone)[-1].device_name == "Headset"
     port.emit(ToneTestFinished("Headset", False, "device busy"))
     qtbot.waitUntil(lambda: "device busy" in speaker.status.text())
+    assert "close programs that play sound" in speaker.status.text()  # the next step
+    assert "good" in mic.meter.format() and "dBFS" in mic.meter.toolTip()
     dialog.show_group("audio")
     save_after_layout(qtbot, dialog, screenshot_dir / "settings_audio.png",
                       (mic.widget, speaker.status))
@@ -244,3 +306,21 @@ def test_changes_made_outside_the_dialog_are_not_undone(qtbot: QtBot, port: Fake
     qtbot.mouseClick(dialog.apply_button, Qt.MouseButton.LeftButton)
     sent = port.commands_of(ApplySettings)[-1].settings
     assert sent.turn.mode == "push_to_talk" and sent.sampling.temperature == 0.9
+
+
+def test_pickers_start_where_such_files_live_and_idle_settings_say_so(qtbot: QtBot) -> None:
+    from app import paths
+    from app.ui.voice_step import VoiceStep
+
+    dialog, _ = open_dialog(qtbot)
+    voice = dialog.editors["engine.voice_prompt"]
+    model = dialog.editors["engine.model_dir"]
+    assert isinstance(voice, VoicePromptEditor) and isinstance(model, PathEditor)
+    assert voice.start_folder() == paths.voices_dir()  # not the home or working folder
+    assert model.start_folder() == paths.models_dir()
+    step = VoiceStep(UiBridge(), None)
+    qtbot.addWidget(step)
+    assert step.start_folder() == paths.voices_dir()
+    recordings = dialog.rows["transcript.save_recordings"]
+    assert "Not available yet" in recordings.help.text()  # a setting that does nothing says so
+    assert not dialog.editors["transcript.save_recordings"].widget.isEnabled()

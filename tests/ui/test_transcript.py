@@ -11,6 +11,7 @@ from app.events import (
     ReplyStarted,
     TranscriptUpdated,
     UserSpeechStarted,
+    UserTurnDropped,
     UserTurnEnded,
 )
 from app.ui.transcript_model import TranscriptModel
@@ -75,3 +76,35 @@ def test_copy_and_export(qtbot: QtBot, tmp_path: Path) -> None:
     assert view.export(tmp_path / "c.txt").read_text(encoding="utf-8").startswith("You: Hi.")
     view.clear()
     assert view.model.entries == [] and not view.placeholder.isHidden()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_every_transcribing_resolves_and_dropped_turns_are_said(qtbot: QtBot) -> None:
+    clock = FakeClock()
+    view = TranscriptView(model=TranscriptModel(clock=clock, wait_s=45.0))
+    qtbot.addWidget(view)
+    for event in (UserSpeechStarted(1, 0.0), UserTurnEnded(1, 1.0, 1.0), ReplyStarted(1, 1.5),
+                  ReplyFinished(1, False, 2000.0), UserSpeechStarted(2, 3.0),
+                  UserTurnDropped(2, 3.4)):
+        view.apply(event)
+    assert "transcribing" in view.bubble_texts()[0] and "transcribing" in view.bubble_texts()[1]
+    assert "dropped (no reply)" in view.bubble_texts()[2]  # not "listening…" forever
+    assert view.expiry_timer.isActive()
+    clock.now_s += 44.0
+    view.expire()
+    assert "transcribing" in view.bubble_texts()[0]  # still within the wait
+    view.apply(TranscriptUpdated(1, "assistant", "", final=True))  # the branch found nothing
+    assert "no transcript" in view.bubble_texts()[1]
+    clock.now_s += 2.0
+    view.expire()
+    assert "no transcript" in view.bubble_texts()[0]
+    assert not view.expiry_timer.isActive()  # nothing waits any more
+    view.apply(TranscriptUpdated(1, "user", "Late, but here.", final=True))
+    assert view.bubble_texts()[0] == "Late, but here."  # text that comes later still shows

@@ -70,3 +70,13 @@ def test_energy_scorer_follows_loudness() -> None:
     loud = np.full(512, 10 ** (-20 / 20), np.float32)
     assert scorer.score(quiet) < 0.01 < 0.99 < scorer.score(loud)
     assert scorer.score(np.full(512, 10 ** (-40 / 20), np.float32)) == pytest.approx(0.5)
+
+
+def test_the_probability_trailing_off_does_not_add_to_the_endpoint_silence() -> None:
+    """Two frames between the thresholds after speech are the model's hangover: the silence
+    counts from the last frame at the threshold. Longer runs are quiet speech and count."""
+    trailing = [0.9] * 20 + [0.4] * 2 + [0.0] * 20
+    assert events(trailing)[-1] == (36, "endpoint")  # 16 frames after frame 20, not frame 22
+    assert vad_updates(trailing)[35].last_voiced_s == pytest.approx(20 * FRAME_S)
+    quiet_speech = [0.9] * 20 + [0.4] * 3 + [0.0] * 20
+    assert events(quiet_speech)[-1] == (39, "endpoint")  # the three frames were speech

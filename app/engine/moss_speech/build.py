@@ -21,10 +21,12 @@ from pathlib import Path
 
 import torch
 
+from app.engine import build_progress
 from app.engine.factory import EngineUnavailableError
 from app.engine.folders import FolderError, verify_codec_folder
 from app.engine.moss_speech import device as dev
 from app.engine.moss_speech.codec import CodecConfigError, CodecLoadError, load_codec
+from app.engine.moss_speech.codec.voice import VoiceFileError, check_voice_file
 from app.engine.moss_speech.engine import MossSpeechEngine
 from app.engine.moss_speech.parts import EngineInputError, EngineParts
 from app.engine.moss_speech.quantize import PrecisionError, check_precision
@@ -36,24 +38,50 @@ from app.settings import Settings
 log = logging.getLogger(__name__)
 
 MODEL_ACTION = "Choose or download the model in the model manager."
+MODEL_CLI_ACTION = ("Pass the folders with --model-dir and --codec-dir (the app's model manager "
+                    "downloads them).")
 VOICE_ACTION = ("Choose a 3–20 s WAV or FLAC recording of a voice in Settings → Engine → Voice "
                 "prompt (the app ships no voice of its own).")
+VOICE_CLI_ACTION = ("Pass a 3–20 s WAV or FLAC recording of a voice with --voice FILE (the app "
+                    "ships no voice of its own).")
+
+
+def folder_unavailable(exc: FolderError) -> EngineUnavailableError:
+    """A bad model or codec folder as the engine's error: the folder's own advice (e.g. download
+    it again) when it has one, else where to choose it, in the app or on the command line."""
+    advice, kind = getattr(exc, "advice", ""), getattr(exc, "kind", "")
+    cli_advice = (f"Download the {kind} again, or pass another folder with --{kind}-dir."
+                  if advice and kind else advice)
+    return EngineUnavailableError(str(exc), "model_invalid", advice or MODEL_ACTION,
+                                  cli_advice or MODEL_CLI_ACTION)
+
+
+def voice_unavailable(message: str) -> EngineUnavailableError:
+    return EngineUnavailableError(message, "voice_prompt", VOICE_ACTION, VOICE_CLI_ACTION)
 
 
 def build_engine(settings: Settings) -> MossSpeechEngine:
     """Load and warm up the engine the settings describe (on the engine worker thread)."""
     parts = load_parts(settings)
+    build_progress.report(0.85, "preparing the conversation")
     engine = MossSpeechEngine(parts, settings)
+    build_progress.report(0.9, "warming up")
     warm_up(engine)
     return engine
 
 
 def load_parts(settings: Settings) -> EngineParts:
     e = settings.engine
+    build_progress.report(0.02, "checking the folders and the voice")
     model_dir, codec_dir = _folders(settings)
     if e.output_modality == "audio" and e.voice_prompt is None:
-        raise EngineUnavailableError("no voice prompt is set: MOSS-Speech speaks in the voice "
-                                     "of a recording you choose", "voice_prompt", VOICE_ACTION)
+        raise voice_unavailable("no voice prompt is set: MOSS-Speech speaks in the voice of a "
+                                "recording you choose")
+    if e.output_modality == "audio" and e.voice_prompt is not None:
+        try:  # the header only (size, rate, channels, length): milliseconds
+            check_voice_file(Path(e.voice_prompt))
+        except VoiceFileError as exc:
+            raise voice_unavailable(str(exc)) from exc
     choice = dev.choose_device(e.device)
     try:
         check_precision(e.precision, choice.device)
@@ -63,15 +91,17 @@ def load_parts(settings: Settings) -> EngineParts:
         checked = verify_checkpoint(model_dir)  # read once: the preflight and the load use it
         verify_codec_folder(codec_dir).raise_if_bad()
     except FolderError as exc:
-        raise EngineUnavailableError(str(exc), "model_invalid", MODEL_ACTION) from exc
+        raise folder_unavailable(exc) from exc
     dev.check_fits(dev.free_memory_bytes(choice.device), e.precision, e.context_max_rows,
                    checked[0].dims(),
                    flow_cache_bytes=flow_cache_bytes_for(settings, e.precision))
     try:
         return _load(settings, choice, model_dir, codec_dir, checked)
     except (FolderError, CodecLoadError, CodecConfigError) as exc:
-        raise EngineUnavailableError(str(exc), "model_invalid", MODEL_ACTION) from exc
+        raise folder_unavailable(exc) from exc
     except EngineInputError as exc:
+        if exc.category == "voice_prompt":
+            raise voice_unavailable(str(exc)) from exc
         raise EngineUnavailableError(str(exc), exc.category, exc.action) from exc
     except Exception as exc:
         if not dev.is_out_of_memory(exc):
@@ -88,7 +118,7 @@ def _folders(settings: Settings) -> tuple[Path, Path]:
                if folder is None]
     if missing:
         raise EngineUnavailableError(f"no {' and no '.join(missing)} folder is set",
-                                     "model_invalid", MODEL_ACTION)
+                                     "model_invalid", MODEL_ACTION, MODEL_CLI_ACTION)
     assert e.model_dir is not None and e.codec_dir is not None
     return Path(e.model_dir), Path(e.codec_dir)
 
@@ -96,14 +126,16 @@ def _folders(settings: Settings) -> tuple[Path, Path]:
 def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path, codec_dir: Path,
           checked: Checkpoint) -> EngineParts:
     e = settings.engine
+    build_progress.report(0.1, "reading the model weights")
     model = load_model(model_dir, choice.device, e.precision, checked=checked)
     tokenizer = load_tokenizer(model_dir, model.config)
+    build_progress.report(0.6, "loading the codec")
     codec = load_codec(codec_dir, choice.device, codec_dtype(choice.device, e.precision),
+                       verified=True,
                        streaming_chunks=(settings.streaming.chunk_codes,))
     voice = None
     if e.voice_prompt is not None:
-        from app.engine.moss_speech.codec import VoiceFileError
-
+        build_progress.report(0.75, "preparing the voice")
         try:
             voice = codec.voice(e.voice_prompt)
         except VoiceFileError as exc:

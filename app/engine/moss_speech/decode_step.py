@@ -142,6 +142,9 @@ class CompiledStep(StaticStep):
     def __init__(self, model: MossSpeechModel, caches: KVCaches) -> None:
         super().__init__(model, caches)
         self.on_cuda = model.device.type == "cuda"
+        from app.paths import use_private_compile_caches
+
+        use_private_compile_caches()  # the app's 0700 cache, not /tmp (read when compiling)
         # Fixed addresses let the graphs write the caches in place instead of copying them.
         for tensor in [*caches.tensors(), self.embedded, self.position]:
             torch._dynamo.mark_static_address(tensor)

@@ -21,6 +21,7 @@ import torch
 
 from app.engine import preflight
 from app.engine.factory import EngineUnavailableError
+from app.engine.moss_speech.errors import EngineInputError
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +89,18 @@ def expandable_segments_supported(platform: str = sys.platform) -> bool:
 
 
 def configure_cuda_allocator(platform: str = sys.platform) -> None:
-    """Expandable segments for the CUDA caching allocator, unless the user configured it or
-    the platform lacks them (Windows: the default allocator, whose fragmentation the VRAM plan's
-    allocator part covers).
+    """Expandable segments for the CUDA caching allocator, unless the user configured it.
 
     The environment variable only counts before CUDA initialises; if something (a GPU query)
-    initialised it already, the allocator setting is changed at run time instead.
+    initialised it already, the allocator setting is changed at run time instead. Windows'
+    allocator has no expandable segments (PyTorch warns and ignores the setting), so there the
+    default allocator stays and the flow-cache budget is what bounds the codec's memory.
     """
-    if ALLOC_CONF_ENV in os.environ or not expandable_segments_supported(platform):
+    if ALLOC_CONF_ENV in os.environ:
+        return
+    if not expandable_segments_supported(platform):
+        log.info("CUDA allocator: expandable segments do not exist on %s; the default "
+                 "allocator is used (the flow-cache budget bounds the codec's memory)", platform)
         return
     if not torch.cuda.is_initialized():
         os.environ[ALLOC_CONF_ENV] = EXPANDABLE_SEGMENTS
@@ -143,8 +148,6 @@ def check_fits(free_bytes: int | None, precision: str, context_rows: int,
 def refuse_growth(device: torch.device, growth_bytes: int, what: str, advice: str) -> None:
     """Refuse a live change whose extra GPU memory is not free (the preflight counted the old
     setting), before anything changes: an EngineInputError (category out_of_memory)."""
-    from app.engine.moss_speech.parts import EngineInputError  # parts imports this module
-
     free = free_memory_bytes(device)
     if (growth_bytes > 0 and free is not None
             and growth_bytes > free - preflight.WORKING_MARGIN_BYTES):

@@ -1,4 +1,5 @@
-"""Plain types of the MOSS-Speech engine: what it is built from, its own errors, diagnostics."""
+"""Plain types of the MOSS-Speech engine: what it is built from, diagnostics (its own error
+lives in :mod:`.errors`, re-exported here)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,11 @@ from pathlib import Path
 
 from app.engine.moss_speech.codec import MossSpeechCodec, VoiceConditioning
 from app.engine.moss_speech.device import DeviceChoice
+from app.engine.moss_speech.errors import EngineInputError, no_voice_error
 from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.tokenizer import MossTokenizer
 
-
-class EngineInputError(ValueError):
-    """A turn or setting the engine cannot use; ``category`` and ``action`` reach the UI."""
-
-    def __init__(self, message: str, action: str, category: str = "input") -> None:
-        super().__init__(message)
-        self.category, self.action = category, action
-
-
-def no_voice_error() -> EngineInputError:
-    return EngineInputError(
-        "No voice prompt is set, so MOSS-Speech has no voice to speak in (the app ships none).",
-        "Choose a 3–20 s WAV or FLAC recording of a voice in Settings → Engine → Voice prompt.",
-        "voice_prompt")
+__all__ = ["EngineInputError", "EngineParts", "PrefillStat", "no_voice_error"]
 
 
 @dataclass

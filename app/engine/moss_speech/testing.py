@@ -47,8 +47,10 @@ def write_tiny_checkpoint(folder: Path | str, seed: int = 0, shards: int = 1,
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = config or MossSpeechConfig.tiny()
-    (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-    (folder / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json(), ensure_ascii=False))
+    (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n",
+                                         encoding="utf-8")
+    (folder / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json(), ensure_ascii=False),
+                                            encoding="utf-8")
     tensors = random_tensors(config, seed, dtype)
     names = sorted(tensors)
     if shards <= 1:
@@ -63,7 +65,8 @@ def write_tiny_checkpoint(folder: Path | str, seed: int = 0, shards: int = 1,
         weight_map.update(dict.fromkeys(part, file))
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2),
+                                                           encoding="utf-8")
     return folder
 
 

@@ -11,16 +11,10 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from app.engine.folders import FolderError
+from app.engine.folders import SPECIAL_TOKENS, FolderError  # the folder check uses the same ids
 from app.engine.moss_speech.config import MossSpeechConfig
 
-# token string → config field holding its id (contract §1.6)
-SPECIAL_TOKENS = {
-    "<|endoftext|>": "pad_token_id",
-    "<|im_start|>": "im_start_token_id",
-    "<|im_end|>": "im_end_token_id",
-    "<|object_ref_start|>": "sosp_token_id",
-}
+__all__ = ["SPECIAL_TOKENS", "MossTokenizer", "load_tokenizer"]
 # Text decode replacements of the reference processor (contract §1.8).
 DECODE_REPLACEMENTS = (("<|empty|>", "."), ("<|end_empty|>", ":"))
 

@@ -26,8 +26,11 @@ from safetensors import safe_open
 from torch import Tensor, nn
 
 from app.engine.folders import (
+    FLOAT_DTYPES,
+    FolderCheck,
     FolderError,
     TensorInfo,
+    dtype_problems,
     expected_lm_shapes,
     lm_tensor_inventory,
     load_json,
@@ -38,26 +41,26 @@ from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.quantize import check_precision, quantize_linears
 from app.engine.preflight import EMBEDDING_UNITS, HEAD_UNITS, embeddings_on_host, unit_format
 
+__all__ = ["FLOAT_DTYPES", "Checkpoint", "load_model", "random_model", "verify_checkpoint"]
+
 Progress = Callable[[str, float], None]  # (stage, fraction done) stages: verify, build, load
 # (unit, name, meta tensor, dtype, device) -> the tensor, allocated there
 TensorFor = Callable[[str, str, Tensor, torch.dtype, torch.device], Tensor]
-FLOAT_DTYPES = ("BF16", "F16", "F32")
 Checkpoint = tuple[MossSpeechConfig, dict[str, TensorInfo]]  # verified config, tensor inventory
 
 
 def verify_checkpoint(folder: Path) -> Checkpoint:
     """Config and tensor inventory of a model folder, or FolderError listing every problem."""
     if not folder.is_dir():
-        raise FolderError(f"The model folder {folder} does not exist; choose or download it")
+        raise FolderError(f"The model folder {folder} does not exist")
     raw = load_json(folder / "config.json")
     config = MossSpeechConfig.from_dict(raw)
     inventory = lm_tensor_inventory(folder)
-    problems = weight_problems(expected_lm_shapes(config.to_dict()), inventory)
-    problems += [f"{info.file.name}: '{name}' has dtype {info.dtype}; expected one of "
-                 f"{', '.join(FLOAT_DTYPES)}" for name, info in sorted(inventory.items())
-                 if info.dtype not in FLOAT_DTYPES][:4]
-    if problems:
-        raise FolderError(f"The model folder {folder} cannot be used:\n- " + "\n- ".join(problems))
+    check = FolderCheck(folder, "model")
+    check.problems += weight_problems(expected_lm_shapes(config.to_dict()), inventory,
+                                      config=raw)
+    check.problems += dtype_problems(inventory)
+    check.raise_if_bad()
     return config, inventory
 
 

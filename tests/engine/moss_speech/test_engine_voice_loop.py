@@ -53,7 +53,8 @@ def test_converse_without_a_voice_says_what_to_do(engine_folder: Path, tmp_path:
                  "--input", str(question)])
     assert code == 2
     error = capsys.readouterr().err
-    assert "no voice prompt is set" in error and "Voice prompt" in error
+    assert "no voice prompt is set" in error and "--voice FILE" in error
+    assert "Settings" not in error  # command-line advice on the command line (issue 13.7)
 
 
 def test_barge_in_through_the_voice_loop_keeps_the_heard_part_and_transcripts_arrive(

@@ -30,6 +30,7 @@ from app.engine.moss_speech.codec.voice import (
     VoiceCache,
     VoiceConditioning,
     VoiceFileError,
+    check_voice_file,
     compute_voice,
     read_voice_file,
 )
@@ -104,14 +105,12 @@ class MossSpeechCodec:
     def voice(self, path: Path | str) -> VoiceConditioning:
         """Voice conditioning of a WAV/FLAC file; raises VoiceFileError for unusable files."""
         path = Path(path)
-        if not path.is_file():
-            raise VoiceFileError(f"Voice file {path.name} does not exist; choose another file.")
+        check_voice_file(path)  # size, rate, channels and length from the header first
         try:
-            content = path.read_bytes()
+            key = self.voice_cache.key_of_file(path)
         except OSError as exc:
-            raise VoiceFileError(f"Voice file {path.name} cannot be read ({exc.strerror}); "
-                                 "choose another file.") from exc
-        key = self.voice_cache.key(content)
+            raise VoiceFileError(f"Voice file {path.name} cannot be read "
+                                 f"({exc.strerror or exc}).") from exc
         cached = self.voice_cache.get(key, path.name)
         if cached is not None:
             return cached

@@ -269,16 +269,17 @@ def write_tiny_codec(folder: Path | str, seed: int = 0) -> Path:
     (folder / "flow").mkdir(parents=True, exist_ok=True)
     config = CodecConfig.tiny()
     encoder, flows, hift = random_modules(config, seed, chunks=(5, 25))
-    (folder / "config.json").write_text(json.dumps(_whisper_json(config), indent=2))
+    (folder / "config.json").write_text(json.dumps(_whisper_json(config), indent=2),
+                                         encoding="utf-8")
     (folder / "preprocessor_config.json").write_text(json.dumps(_preprocessor_json(config),
-                                                                indent=2))
+                                                                indent=2), encoding="utf-8")
     tensors = {f"encoder.{k}": v.contiguous() for k, v in encoder.state_dict().items()}
     d = config.whisper.d_model  # extra keys the real file has and the loader must skip
     tensors["encoder.layer_norm.weight"] = torch.ones(d)
     tensors["encoder.embed_positions2.weight"] = torch.zeros(375, d)
     tensors["decoder.embed_tokens.weight"] = torch.zeros(8, d)
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    (folder / "flow" / "config.yaml").write_text(_flow_yaml(config))
+    (folder / "flow" / "config.yaml").write_text(_flow_yaml(config), encoding="utf-8")
     torch.save(flows[0].state_dict(), folder / "flow" / "flow.pt")
     for chunk in (5, 25):
         state: dict = dict(flows[chunk].state_dict())

@@ -18,19 +18,35 @@ from pathlib import Path
 import numpy as np
 import soundfile
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 from app.engine.moss_speech.codec import dsp
+from app.paths import write_private
 
 log = logging.getLogger(__name__)
 
 MIN_VOICE_S = 1.0
 MAX_VOICE_S = 60.0
+MAX_VOICE_FILE_BYTES = 256 << 20  # a 60 s float WAV of 8 channels at 96 kHz is ~184 MB
+MAX_VOICE_CHANNELS = 8
+VOICE_RATE_RANGE_HZ = (4_000, 384_000)
+# decoded samples (frames × channels) at most: 60 s of 8 channels at 48 kHz, ~92 MB as float32
+MAX_VOICE_SAMPLES = int(MAX_VOICE_S * 48_000 * MAX_VOICE_CHANNELS)
+HASH_CHUNK_BYTES = 1 << 20
 MEMORY_CACHE_SIZE = 4
 
 
 class VoiceFileError(ValueError):
-    """A voice-prompt file cannot be used; the message says why and what to do."""
+    """A voice-prompt file cannot be used; the message says why (the caller adds what to do:
+    the settings dialog and the command line give different advice)."""
+
+
+@dataclass(frozen=True)
+class VoiceFileInfo:
+    frames: int
+    rate_hz: int
+    channels: int
+    size_bytes: int
 
 
 @dataclass(frozen=True)
@@ -48,13 +64,49 @@ class VoiceConditioning:
         return self.prompt_mel.shape[0] / 50.0
 
 
-def read_voice_file(path: Path) -> tuple[np.ndarray, int]:
-    """Samples [C, T] float32 and rate of a voice file, or a VoiceFileError that explains."""
+def check_voice_file(path: Path) -> VoiceFileInfo:
+    """Size, rate, channels and length of a voice file from its header, before anything is
+    decoded (a 237 KB FLAC of 8 channels × 600 s once took 2.2 GB before the 60 s limit was
+    checked); VoiceFileError says what is wrong."""
     name = path.name
     if not path.is_file():
-        raise VoiceFileError(f"Voice file {name} does not exist; choose another file.")
+        raise VoiceFileError(f"Voice file {name} does not exist.")
     try:
-        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+        size = path.stat().st_size
+        if size > MAX_VOICE_FILE_BYTES:
+            raise VoiceFileError(f"Voice file {name} is {size / 2**20:.0f} MB; a voice prompt "
+                                 f"of at most {MAX_VOICE_S:.0f} s is far smaller.")
+        info = soundfile.info(str(path))
+    except (RuntimeError, soundfile.LibsndfileError, TypeError, ValueError, OSError) as exc:
+        if isinstance(exc, VoiceFileError):
+            raise
+        raise VoiceFileError(f"Voice file {name} is not an audio file this app can read "
+                             f"({exc}). Use a WAV or FLAC recording.") from exc
+    frames, rate, channels = int(info.frames), int(info.samplerate), int(info.channels)
+    low, high = VOICE_RATE_RANGE_HZ
+    if not low <= rate <= high or not 1 <= channels <= MAX_VOICE_CHANNELS:
+        raise VoiceFileError(f"Voice file {name} has {channels} channel(s) at {rate} Hz; a voice "
+                             f"prompt needs 1–{MAX_VOICE_CHANNELS} channels at {low}–{high} Hz.")
+    if frames <= 0:
+        raise VoiceFileError(f"Voice file {name} is empty. Record 3–20 s of clear speech.")
+    seconds = frames / rate
+    if seconds > MAX_VOICE_S:
+        raise VoiceFileError(f"Voice file {name} is {seconds:.0f} s long; the limit is "
+                             f"{MAX_VOICE_S:.0f} s. Trim it (3–20 s works best).")
+    if frames * channels > MAX_VOICE_SAMPLES:
+        raise VoiceFileError(f"Voice file {name} holds {channels} channels of {seconds:.0f} s "
+                             f"at {rate} Hz, more than a voice prompt needs; export it as mono.")
+    return VoiceFileInfo(frames, rate, channels, size)
+
+
+def read_voice_file(path: Path) -> tuple[np.ndarray, int]:
+    """Samples [C, T] float32 and rate of a voice file, or a VoiceFileError that explains.
+    The header is checked first and decoding stops at the frames it announced."""
+    name = path.name
+    info = check_voice_file(path)
+    try:
+        data, rate = soundfile.read(str(path), frames=info.frames, dtype="float32",
+                                    always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError, TypeError, ValueError) as exc:
         raise VoiceFileError(f"Voice file {name} is not an audio file this app can read "
                              f"({exc}). Use a WAV or FLAC recording.") from exc
@@ -64,13 +116,10 @@ def read_voice_file(path: Path) -> tuple[np.ndarray, int]:
         raise VoiceFileError(f"Voice file {name} is empty. Record 3–20 s of clear speech.")
     if not np.isfinite(samples).all():
         raise VoiceFileError(f"Voice file {name} contains invalid (NaN or infinite) samples; "
-                             "export it again or choose another file.")
+                             "export it again.")
     if seconds < MIN_VOICE_S:
         raise VoiceFileError(f"Voice file {name} is only {seconds:.2f} s long; the voice "
                              f"prompt needs at least {MIN_VOICE_S:.0f} s (3–20 s works best).")
-    if seconds > MAX_VOICE_S:
-        raise VoiceFileError(f"Voice file {name} is {seconds:.0f} s long; the limit is "
-                             f"{MAX_VOICE_S:.0f} s. Trim it (3–20 s works best).")
     return samples, int(rate)
 
 
@@ -128,6 +177,15 @@ class VoiceCache:
     def key(self, content: bytes) -> str:
         return hashlib.sha256(self.fingerprint.encode() + content).hexdigest()
 
+    def key_of_file(self, path: Path) -> str:
+        """:meth:`key` of the file's content, hashed in 1 MiB chunks (same digest, bounded
+        memory)."""
+        digest = hashlib.sha256(self.fingerprint.encode())
+        with path.open("rb") as handle:
+            while chunk := handle.read(HASH_CHUNK_BYTES):
+                digest.update(chunk)
+        return digest.hexdigest()
+
     def get(self, key: str, source: str) -> VoiceConditioning | None:
         voice = self._memory.get(key)
         if voice is None:
@@ -143,12 +201,10 @@ class VoiceCache:
         self._remember(key, voice)
         if self.folder is None:
             return
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = self.folder / f"{key}.tmp"
-            save_file({"prompt_codes": voice.prompt_codes, "prompt_mel": voice.prompt_mel,
-                       "xvector": voice.xvector}, str(tmp))
-            tmp.replace(self.folder / f"{key}.safetensors")
+        try:  # derived from a person's voice: 0600 in a 0700 folder, as the recording
+            data = save({"prompt_codes": voice.prompt_codes, "prompt_mel": voice.prompt_mel,
+                         "xvector": voice.xvector})
+            write_private(self.folder / f"{key}.safetensors", data)
         except OSError as exc:  # a cache that cannot be written is only slower
             log.warning("voice cache not written (%s)", exc)
 

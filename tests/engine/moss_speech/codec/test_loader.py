@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -62,9 +63,13 @@ def test_full_size_yaml_references_resolve(folder_copy: Path) -> None:
 def test_a_pickle_with_code_is_refused(folder_copy: Path, tmp_path: Path) -> None:
     torch.save({"conv_pre.weight": torch.zeros(1), "extra": NotATensor()},
                folder_copy / "flow" / "hift.pt")
-    with pytest.raises(CodecLoadError, match="could run code") as caught:
+    with pytest.raises(FolderError, match="could run code") as caught:  # found by verification
         load_codec(folder_copy, voice_cache_dir=tmp_path)
     assert "flow/hift.pt" in str(caught.value)
+    from app.engine.moss_speech.codec.loader import read_pt
+
+    with pytest.raises(CodecLoadError, match="could run code"):  # and by the loader itself
+        read_pt(folder_copy / "flow" / "hift.pt", "flow/hift.pt")
 
 
 def test_weights_that_do_not_match_the_config_are_named(folder_copy: Path,
@@ -74,9 +79,8 @@ def test_weights_that_do_not_match_the_config_are_named(folder_copy: Path,
     state["encoder_proj.weight"] = torch.zeros(80, 7)
     del state["spk_embed_affine_layer.bias"]
     torch.save(state, path)
-    load_codec(folder_copy, voice_cache_dir=tmp_path)  # streaming only: flow.pt is not read
-    with pytest.raises(CodecLoadError) as caught:
-        load_codec(folder_copy, voice_cache_dir=tmp_path, offline_flow=True)
+    with pytest.raises(FolderError) as caught:  # verification finds it before anything loads
+        load_codec(folder_copy, voice_cache_dir=tmp_path)
     message = str(caught.value)
     assert "flow/flow.pt" in message and "encoder_proj.weight" in message
     assert "spk_embed_affine_layer.bias" in message
@@ -88,17 +92,39 @@ def test_missing_and_broken_files(folder_copy: Path, tmp_path: Path) -> None:
         load_codec(folder_copy, voice_cache_dir=tmp_path)
     shutil.copy(folder_copy / "flow" / "flow-chunk-5.pt", folder_copy / "flow" / "flow-chunk-25.pt")
     (folder_copy / "flow" / "config.yaml").write_text("flow: [unclosed\n")
-    with pytest.raises(CodecConfigError, match=r"flow/config\.yaml"):
+    with pytest.raises(FolderError, match=r"flow/config\.yaml: not readable YAML"):
         load_codec(folder_copy, voice_cache_dir=tmp_path)
     (folder_copy / "flow" / "config.yaml").write_text("hift: {}\n")
     (folder_copy / "config.json").write_text('{"d_model": 64}')
-    with pytest.raises(CodecConfigError, match=r"config\.json: missing key"):
+    with pytest.raises(FolderError, match=r"config\.json: missing key"):
         load_codec(folder_copy, voice_cache_dir=tmp_path)
+    with pytest.raises(CodecConfigError, match=r"config\.json: missing key"):
+        read_codec_config(folder_copy)
 
 
 def test_a_non_causal_tokenizer_is_refused(folder_copy: Path, tmp_path: Path) -> None:
     text = (folder_copy / "config.json").read_text()
     (folder_copy / "config.json").write_text(
         text.replace('"encoder_causal_attention": true', '"encoder_causal_attention": false'))
-    with pytest.raises(CodecConfigError, match="non-causal"):
+    with pytest.raises(FolderError, match="non-causal"):
         load_codec(folder_copy, voice_cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("version", ["2.5.1", "2.5.1+cu121", "2.4.0", "1.13.1", "garbage"])
+def test_pt_files_are_refused_on_a_torch_with_cve_2025_32434(folder_copy: Path, tmp_path: Path,
+                                                             version: str) -> None:
+    from app.engine.moss_speech.codec.loader import read_pt
+
+    with pytest.raises(CodecLoadError, match=rf"torch {re.escape(version)} can be tricked into "
+                                             r"running code .*CVE-2025-32434") as caught:
+        load_codec(folder_copy, voice_cache_dir=tmp_path, torch_version=version)
+    assert caught.value.advice == "Install torch 2.6 or later (make setup)."
+    with pytest.raises(CodecLoadError, match=r"flow/hift\.pt: torch"):
+        read_pt(folder_copy / "flow" / "hift.pt", "flow/hift.pt", torch_version=version)
+
+
+@pytest.mark.parametrize("version", ["2.6.0", "2.13.0+cpu", "3.0.0a0"])
+def test_pt_files_load_on_a_safe_torch(folder_copy: Path, version: str) -> None:
+    from app.engine.moss_speech.codec.loader import read_pt
+
+    assert read_pt(folder_copy / "flow" / "hift.pt", "flow/hift.pt", torch_version=version)

@@ -1,0 +1,362 @@
+"""Turn-taking on real human speech: barge-in stop, turn audio, turn ends, over rooms and noise.
+
+Scenarios come from the real-speech corpus (:mod:`app.cli.turn_corpus`): a turn, a barge-in into
+its reply (the first reply of the session: no acoustic check, the echo canceller warming up),
+the next turn, a barge-in into that reply; in pyroomacoustics and simple echo rooms, rain, three
+talker levels, 8/16/44.1/48 kHz, mono and stereo, plus sentences with pauses of up to 400 ms,
+and replies nobody talks over in every echo room (self-interruptions). The engine is the echo
+demo with its replies at a fixed level (a reply is as loud whoever spoke). Default settings
+unless a scenario names a mode. Figures and targets: docs/turn-taking.md; BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.cli.bench_common import markdown_table
+from app.cli.turn_corpus import (
+    Clip,
+    Room,
+    TurnScenario,
+    compose,
+    load_corpus,
+    reply_start_s,
+)
+from app.cli.turn_measures import Figures, measure, summarise
+from app.engine.base import EngineEvent, ReplyAudio, UserTurn
+from app.engine.echo import EchoEngine
+
+REPLY_DBFS = -22.0  # RMS of every reply
+TARGETS = {"to_20db_ms": 80.0, "to_silence_ms": 150.0, "audio_start_ms": 30.0}
+TURN_END_MARGIN_MS = 100.0  # turn end ≤ endpoint silence + this after the true end
+
+
+class LevelledEcho(EchoEngine):
+    """The echo demo, its replies at ``REPLY_DBFS``; keeps what it sent per turn (24 kHz)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: dict[int, list[np.ndarray]] = {}
+
+    def respond(self, turn: UserTurn, cancel: threading.Event) -> Iterator[EngineEvent]:
+        pcm = np.asarray(turn.pcm_16k, np.float32)
+        loud = pcm[np.abs(pcm) > 1e-4]
+        if len(loud):
+            rms = float(np.sqrt(np.mean(np.square(loud, dtype=np.float64))))
+            pcm = pcm * min(30.0, 10 ** (REPLY_DBFS / 20) / max(rms, 1e-9))
+        self.sent[turn.turn_id] = []
+        for event in super().respond(replace(turn, pcm_16k=pcm), cancel):
+            if isinstance(event, ReplyAudio):
+                self.sent[turn.turn_id].append(np.asarray(event.pcm, np.float32))
+            yield event
+
+    def replies(self) -> dict[int, np.ndarray]:
+        return {k: np.concatenate(v) if v else np.zeros(0, np.float32)
+                for k, v in self.sent.items()}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="a few short scenarios (what the tests run)")
+    parser.add_argument("--only", action="append", metavar="SCENARIO",
+                        help="run only these scenarios (repeatable)")
+    parser.add_argument("--sessions", type=int, default=2,
+                        help="self-interruption sessions per echo room (4 replies each)")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--endpointing", choices=("smart", "silence", "both"), default="both",
+                        help="end of turn by the smart-turn model (default settings), by "
+                        "silence only, or both side by side (default)")
+
+
+# ---- scenarios -------------------------------------------------------------------------------
+
+def _dialogue(name: str, a: Clip, b: Clip, c: Clip, d: Clip, room: Room, *,
+              into_first_s: float = 0.3, into_later_s: float = 0.6,
+              **kwargs: Any) -> TurnScenario:
+    """A (turn), B talks over A's reply ``into_first_s`` in (the session's first reply), C
+    (turn) after B's reply, D talks over C's reply."""
+    at_a = 0.6
+    at_b = reply_start_s(at_a + a.speech[-1][1]) + into_first_s
+    b_reply_end = reply_start_s(at_b + b.speech[-1][1]) + (b.speech[-1][1] - b.speech[0][0])
+    at_c = b_reply_end + 1.2
+    at_d = reply_start_s(at_c + c.speech[-1][1]) + into_later_s
+    plan = [(at_a, a, "turn"), (at_b - b.speech[0][0], b, "barge_in"), (at_c, c, "turn"),
+            (at_d - d.speech[0][0], d, "barge_in")]
+    return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
+
+
+def _sentence(name: str, clip: Clip, room: Room, **kwargs: Any) -> TurnScenario:
+    """One sentence (with its pauses), answered; nobody talks over the reply."""
+    return compose(name, [(0.6, clip, "turn")], room, **kwargs)
+
+
+def _sentences(name: str, clips: list[Clip], room: Room, **kwargs: Any) -> TurnScenario:
+    """Sentences one after the other, each answered before the next."""
+    plan, at = [], 0.6
+    for clip in clips:
+        plan.append((at, clip, "turn"))
+        length = clip.speech[-1][1] - clip.speech[0][0]
+        at = reply_start_s(at + clip.speech[-1][1], 1.9) + length + 1.2
+    return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
+
+
+def hesitation_scenarios(k: dict[str, Clip], lengths: tuple[float, ...] = (0.5, 1.0, 1.5)
+                         ) -> list[TurnScenario]:
+    """Sentences stopped mid-way where they cannot be over (at a word boundary: after "and",
+    after "faced", before "table", German "das wird er | vielfach ernten"), a thinking
+    pause, then the rest (issue 23): each must stay one turn."""
+    points = [(k["slt"], 1.28), (k["slt"], 1.575), (k["slt"], 2.485), (k["de"], 2.48)]
+    return [_sentences(f"hesitation_{h:.1f}s", [clip.with_pause_at(at, h) for clip, at in points],
+                       NO_ECHO, hesitation_s=h) for h in lengths]
+
+
+def _clips() -> dict[str, Clip]:
+    corpus = load_corpus()
+    ar = corpus["ar_m_numbers"]
+    spans = ar.utterances()
+    return {"slt": corpus["en_f_slt_a0009"], "a0001": corpus["en_m_a0001"],
+            "welcome": corpus["en_m_welcome"], "de": corpus["de_m_was_der_mensch"],
+            "ar_long": ar.cut(*spans[2]), "ar_tail": ar.cut(*spans[4]),
+            "ar_one": ar.cut(*spans[0]), "ar_two": ar.cut(*spans[1]),
+            "rain": corpus["noise_rain"], "thunder": corpus["noise_thunder_rain"]}
+
+
+NO_ECHO = Room("none")
+SIMPLE_60 = Room("simple 60 ms −6 dB", echo_db=-6.0, echo_delay_ms=60.0, simple_echo=True)
+SIMPLE_120 = Room("simple 120 ms 0 dB", echo_db=0.0, echo_delay_ms=120.0, simple_echo=True)
+ECHO_ROOMS = (
+    SIMPLE_60, SIMPLE_120,
+    Room("RT60 0.2 s, 0.3 m, 0 dB, clipping", 0.2, talker_m=0.6, speaker_m=0.3, echo_db=0.0,
+         loudspeaker_clip=0.3),
+    Room("RT60 0.5 s, 1 m, −10 dB, clipping", 0.5, talker_m=1.0, speaker_m=1.0, echo_db=-10.0,
+         loudspeaker_clip=0.3),
+    Room("RT60 0.8 s, 2 m, −20 dB, clipping", 0.8, talker_m=1.5, speaker_m=2.0, echo_db=-20.0,
+         loudspeaker_clip=0.3),
+    Room("RT60 0.8 s, 0.5 m, 0 dB, clipping", 0.8, talker_m=0.8, speaker_m=0.5, echo_db=0.0,
+         loudspeaker_clip=0.2),
+)
+
+
+def build_scenarios(quick: bool = False) -> list[TurnScenario]:
+    k = _clips()
+    if quick:
+        return [
+            _dialogue("clean_16k", k["slt"], k["ar_one"], k["welcome"], k["ar_two"], NO_ECHO),
+            _dialogue("echo_simple_60ms_rain_10dB", k["a0001"], k["ar_two"], k["slt"],
+                      k["ar_one"], SIMPLE_60, noise=k["rain"], snr_db=10.0),
+            _sentence("pauses_400ms", k["slt"].with_pauses(0.4, 1), NO_ECHO),
+            _sentence("hesitation_1.0s", k["slt"].with_pause_at(1.575, 1.0), NO_ECHO,
+                      hesitation_s=1.0),
+        ]
+    rooms = ECHO_ROOMS
+    out = [
+        _dialogue("clean_16k_en_f", k["slt"], k["ar_one"], k["welcome"], k["ar_two"], NO_ECHO),
+        _dialogue("clean_48k_stereo_de", k["de"], k["welcome"], k["a0001"], k["ar_one"],
+                  NO_ECHO, rate_hz=48000, channels=2),
+        _dialogue("clean_8k_ar", k["ar_long"], k["ar_one"], k["ar_tail"], k["ar_two"], NO_ECHO,
+                  rate_hz=8000),
+        _dialogue("clean_44k_en_m", k["a0001"], k["welcome"], k["slt"], k["ar_one"], NO_ECHO,
+                  rate_hz=44100),
+        _dialogue("quiet_-40dBFS", k["slt"], k["welcome"], k["a0001"], k["ar_two"], NO_ECHO,
+                  talker_dbfs=-40.0),
+        _dialogue("loud_-20dBFS", k["a0001"], k["ar_two"], k["de"], k["welcome"], NO_ECHO,
+                  talker_dbfs=-20.0),
+        _dialogue("rain_20dB", k["de"], k["ar_one"], k["slt"], k["welcome"], NO_ECHO,
+                  noise=k["rain"], snr_db=20.0),
+        _dialogue("rain_10dB", k["slt"], k["ar_two"], k["a0001"], k["ar_one"], NO_ECHO,
+                  noise=k["rain"], snr_db=10.0),
+        _dialogue("rain_5dB", k["a0001"], k["welcome"], k["de"], k["ar_two"], NO_ECHO,
+                  noise=k["rain"], snr_db=5.0),
+        _dialogue("thunder_10dB_-35dBFS", k["ar_long"], k["welcome"], k["slt"], k["ar_one"],
+                  NO_ECHO, noise=k["thunder"], snr_db=10.0, talker_dbfs=-35.0),
+    ]
+    for index, room in enumerate(rooms):
+        a, b, c, d = [("slt", "ar_one", "a0001", "welcome"), ("de", "ar_two", "slt", "ar_one"),
+                      ("a0001", "welcome", "ar_long", "ar_two"),
+                      ("slt", "ar_two", "de", "welcome"), ("ar_long", "ar_one", "a0001", "ar_two"),
+                      ("de", "welcome", "slt", "ar_one")][index]
+        rate, channels = [(16000, 1), (48000, 2), (44100, 1), (16000, 1), (8000, 1),
+                          (48000, 2)][index]
+        level = [-26.0, -30.0, -20.0, -35.0, -26.0, -40.0][index]
+        noise = {3: (k["rain"], 10.0), 5: (k["rain"], 20.0)}.get(index)
+        out.append(_dialogue(f"echo_{room.name}", k[a], k[b], k[c], k[d], room, rate_hz=rate,
+                             channels=channels, talker_dbfs=level,
+                             noise=noise[0] if noise else None,
+                             snr_db=noise[1] if noise else 20.0))
+    out += [
+        _dialogue("headset_mode", k["slt"], k["ar_two"], k["welcome"], k["ar_one"], NO_ECHO,
+                  echo_mode="headset"),
+        _dialogue("half_duplex_mode", k["a0001"], k["ar_one"], k["slt"], k["welcome"],
+                  rooms[3], echo_mode="half_duplex"),
+        _sentence("pauses_400ms_en_f", k["slt"].with_pauses(0.4, 2), NO_ECHO),
+        _sentence("pauses_250_400ms_de", k["de"].with_pauses(0.25, 2).with_pauses(0.4, 1),
+                  NO_ECHO),
+        _sentence("pauses_400ms_rain_10dB", k["slt"].with_pauses(0.4, 2), NO_ECHO,
+                  noise=k["rain"], snr_db=10.0),
+        _sentence("pauses_400ms_echo_room", k["slt"].with_pauses(0.4, 1), rooms[3]),
+        *hesitation_scenarios(k),
+    ]
+    for scenario in out:
+        if scenario.echo_mode == "half_duplex":  # no barge-in there: it talks over nothing
+            scenario.utterances = [replace(u, kind="ignored") if u.kind == "barge_in" else u
+                                   for u in scenario.utterances]
+    return out
+
+
+def self_interruption_scenarios(sessions: int) -> list[TurnScenario]:
+    """Four turns per session, answered, nobody talking over the replies, in every echo room."""
+    k = _clips()
+    order = ["slt", "a0001", "de", "ar_long", "welcome", "ar_tail"]
+    out = []
+    for room in ECHO_ROOMS:
+        for session in range(sessions):
+            clips = [k[order[(session + i) % len(order)]] for i in range(4)]
+            plan, at = [], 0.6
+            for clip in clips:
+                plan.append((at, clip, "turn"))
+                length = clip.speech[-1][1] - clip.speech[0][0]
+                at = reply_start_s(at + clip.speech[-1][1]) + length + 1.0
+            out.append(compose(f"self_{room.name}_{session}", plan, room))  # type: ignore[arg-type]
+    return out
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+def run_scenario(scenario: TurnScenario, overrides: tuple[tuple[str, object], ...] = ()
+                 ) -> Figures:
+    from app.audio.simulated import SimulatedMicrophone
+    from app.conversation.simulation import SimulationOptions, run_simulation
+    from app.settings import Settings
+
+    settings = Settings().with_value("echo.mode", scenario.echo_mode)
+    for key, value in scenario.overrides + overrides:
+        settings = settings.with_value(key, value)
+    engine = LevelledEcho()
+    options = SimulationOptions(echo=scenario.room.echo(), charge_compute=False)
+    started = time.process_time()
+    result = run_simulation(settings, engine, SimulatedMicrophone(scenario.pcm, scenario.rate_hz),
+                            options)
+    figures = measure(scenario, result, engine.replies())
+    figures.cpu_pct_of_core.append((time.process_time() - started) / result.simulated_s * 100)
+    return figures
+
+
+def scenario_row(figures: Figures, endpoint_silence_ms: float) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for name in ("detection_ms", "to_20db_ms", "to_silence_ms", "audio_start_ms",
+                 "turn_end_ms"):
+        values = getattr(figures, name)
+        row[name] = summarise(values)["max" if name != "detection_ms" else "median"]
+    row.update(missed=figures.missed, split=figures.split, false_turns=figures.false_turns,
+               false_interruptions=figures.false_interruptions,
+               self_interruptions=figures.self_interruptions,
+               stops_missed=figures.stops_missed)
+    row["meets_targets"] = meets_targets(figures, endpoint_silence_ms)
+    return row
+
+
+def meets_targets(figures: Figures, endpoint_silence_ms: float) -> bool:
+    worst = {name: max(getattr(figures, name), default=None) for name in TARGETS}
+    within = all(v is None or v <= TARGETS[k] for k, v in worst.items())
+    ends = max(figures.turn_end_ms, default=0.0) <= endpoint_silence_ms + TURN_END_MARGIN_MS
+    return (within and ends and figures.missed == 0 and figures.split == 0
+            and figures.false_turns == 0 and figures.self_interruptions == 0
+            and figures.stops_missed == 0)
+
+
+def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
+              overrides: tuple[tuple[str, object], ...] = (),
+              endpoint_silence_ms: float = 500.0) -> dict[str, Any]:
+    rows, total = {}, Figures()
+    started = time.perf_counter()
+    for scenario in scenarios:
+        figures = run_scenario(scenario, overrides)
+        rows[scenario.name] = scenario_row(figures, endpoint_silence_ms)
+        total.merge(figures)
+    echo_replies = Figures()
+    for scenario in selfs:
+        echo_replies.merge(run_scenario(scenario, overrides))
+    overall: dict[str, Any] = {
+        name: summarise(getattr(total, name)) for name in
+        ("detection_ms", "to_20db_ms", "to_silence_ms", "audio_start_ms", "turn_end_ms")}
+    overall.update(missed=total.missed, split=total.split, false_turns=total.false_turns,
+                   false_interruptions=total.false_interruptions,
+                   self_interruptions=total.self_interruptions, barge_ins=total.barge_ins,
+                   stops_missed=total.stops_missed,
+                   scenarios_meeting_targets=sum(r["meets_targets"] for r in rows.values()),
+                   scenarios=len(rows))
+    replies = {"replies": echo_replies.replies,
+               "self_interruptions": echo_replies.self_interruptions,
+               "false_interruptions": echo_replies.false_interruptions,
+               "false_turns": echo_replies.false_turns, "missed": echo_replies.missed}
+    return {"scenarios": rows, "overall": overall, "echo_rooms_unattended": replies,
+            "wall_s": round(time.perf_counter() - started, 1), "_total": total}
+
+
+MODES = {"smart": (), "silence": (("vad.smart_endpoint", False),)}
+
+
+def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
+    """Issue 23's figures for one mode."""
+    total: Figures = figures["_total"]
+    after = summarise(total.reply_after_end_ms)
+    return {"reply_after_true_end_ms_median": after["median"],
+            "reply_after_true_end_ms_p90": after["p90"],
+            "hesitations_kept": f"{total.hesitations_kept}/{total.hesitations}",
+            "split_turns": total.split, "missed_turns": total.missed,
+            "turn_end_ms_median": summarise(total.turn_end_ms)["median"],
+            "decision_cpu_ms_median": summarise(total.decision_cpu_ms)["median"],
+            "loop_cpu_pct_of_core_median": summarise(total.cpu_pct_of_core)["median"]}
+
+
+def run(args: argparse.Namespace) -> int:
+    scenarios = [s for s in build_scenarios(args.quick) if not args.only or s.name in args.only]
+    selfs = [] if args.quick or args.only else self_interruption_scenarios(args.sessions)
+    modes = ["smart", "silence"] if args.endpointing == "both" else [args.endpointing]
+    results = {mode: run_bench(scenarios, selfs if mode == "smart" else [], MODES[mode])
+               for mode in modes}
+    for mode, figures in results.items():
+        print(f"## end of turn: {mode}" + (" (default settings)" if mode == "smart" else ""))
+        print_figures(figures, print)
+    side = {mode: endpointing_row(figures) for mode, figures in results.items()}
+    print("## end of turn side by side (issue 23; complete turns: reply audible after the true "
+          "end of speech)")
+    for line in markdown_table("mode", list(next(iter(side.values()))), side):
+        print(line)
+    if args.json:
+        clean = {mode: {k: v for k, v in f.items() if not k.startswith("_")}
+                 for mode, f in results.items()}
+        args.json.write_text(json.dumps({"modes": clean, "endpointing": side}, indent=2,
+                                        ensure_ascii=False) + "\n")
+    return 0
+
+
+def print_figures(figures: dict[str, Any], out: Callable[[str], None]) -> None:
+    columns = ("detection_ms", "to_20db_ms", "to_silence_ms", "audio_start_ms", "turn_end_ms",
+               "missed", "split", "false_turns", "false_interruptions", "self_interruptions",
+               "stops_missed", "meets_targets")
+    out("per scenario (ms from the true onset or end; detection: median, others: worst):")
+    for line in markdown_table("scenario", columns, figures["scenarios"]):
+        out(line)
+    overall = figures["overall"]
+    out("overall (median / p90 / max ms): " + "; ".join(
+        f"{k} {v['median']} / {v['p90']} / {v['max']}" for k, v in overall.items()
+        if isinstance(v, dict)))
+    out("overall counts: " + ", ".join(f"{k} {v}" for k, v in overall.items()
+                                        if not isinstance(v, dict)))
+    unattended = figures["echo_rooms_unattended"]
+    out("echo rooms, nobody talking over the replies: " + ", ".join(
+        f"{k} {v}" for k, v in unattended.items()))
+    out(f"targets: 20 dB down ≤ {TARGETS['to_20db_ms']:.0f} ms, silent ≤ "
+        f"{TARGETS['to_silence_ms']:.0f} ms, turn audio ≤ {TARGETS['audio_start_ms']:.0f} ms "
+        f"after the true onset, turn end ≤ endpoint silence + {TURN_END_MARGIN_MS:.0f} ms, no "
+        "missed/split/false turn, no self-interruption")
