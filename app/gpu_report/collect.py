@@ -16,7 +16,7 @@ import json
 import platform
 import re
 import statistics
-import subprocess
+import subprocess  # nosec B404: nvidia-smi and pytest with fixed args, no shell
 import sys
 import tempfile
 import time
@@ -71,8 +71,9 @@ def environment() -> dict[str, Any]:
         except Exception:
             env[module] = None
     try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        # the driver's own tool, found on PATH, fixed arguments, no shell
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",  # nosec B603 B607
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
         env["driver"] = smi.stdout.strip().splitlines()[0] if smi.returncode == 0 else None
     except Exception:
         env["driver"] = None
@@ -83,7 +84,8 @@ def gpu_tests(budget: Budget, root: Path) -> dict[str, Any]:
     cap = max(30.0, min(TESTS_CAP_S, budget.left_s - 360))
     started = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q",
+        # this Python's pytest on the repository's tests, fixed arguments, no shell
+        done = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q",  # nosec B603
                                "-p", "no:cacheprovider", "tests"], cwd=root,
                               capture_output=True, text=True, timeout=cap)
         out, code = done.stdout, done.returncode

@@ -18,7 +18,7 @@ import argparse
 import gc
 import json
 import os
-import subprocess
+import subprocess  # nosec B404: runs this module again in a fresh process, fixed args
 import sys
 from pathlib import Path
 from typing import Any, TypeVar
@@ -117,8 +117,9 @@ def _backend(math_only: bool) -> Any:
 def run_measurement(args: list[str], timeout_s: float = 3600) -> dict[str, Any]:
     """One measurement in a fresh process (this module's main); its JSON result."""
     env = {**os.environ, **MEASURE_ENV}
-    done = subprocess.run([sys.executable, "-m", __name__, *args], capture_output=True,
-                          text=True, timeout=timeout_s, env=env, check=False)
+    # this module with our own options, no shell: the measurement needs a fresh process
+    done = subprocess.run([sys.executable, "-m", __name__, *args],  # nosec B603
+                          capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     if done.returncode:
         raise RuntimeError(f"measurement {args} failed: {done.stderr.strip()[-500:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
