@@ -12,6 +12,7 @@ A section that fails or would overrun the budget is recorded as such; the rest s
 
 from __future__ import annotations
 
+import gc
 import json
 import platform
 import re
@@ -160,26 +161,31 @@ def engine_e2e(model: Any, codec: Any, voice: Any, precision: str, scratch: Path
     figures = [run_turn(engine, i, speech_like(QUESTION_S, 16000, seed=i), None)
                for i in range(1, turns + 1)]
     decode = engine.session.decode
+    free_after = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
     engine.close()
     summary = summarize(figures)
     return {"decode_path": decode.path, "decode_setup_ms": round(decode.setup_ms, 1),
             "build_s": round(built - started, 2), "warmup_s": round(warmed - built, 2),
             "turns": len(figures), "ttfa_ms_median": summary["ttfa_ms_median"],
-            "rtf_median": summary["rtf_median"], "turn_figures": figures}
+            "rtf_median": summary["rtf_median"], "free_after_turns_bytes": free_after,
+            "turn_figures": figures}
 
 
-def memory_against_plan(precision: str, free_before: int) -> dict[str, Any]:
-    """Peaks since the precision's start, and the plan for the settings measured (default
-    context and budget, a 3 s voice, 60-row replies) and at the defaults."""
+def memory_against_plan(precision: str, free_start: int,
+                        free_after_turns: int | None) -> dict[str, Any]:
+    """Peaks of the engine's build, warm-up and turns (the peak statistics are reset after
+    the decode benchmarks), what the device lost while it ran (CUDA's own count: the
+    allocator's slack and the libraries' workspaces included), and the plan for the settings
+    measured (default context and budget, a 3 s voice, 60-row replies) and at the defaults."""
     from app.engine import preflight
 
     flow = preflight.flow_cache_bytes(1024, E2E_ROWS, VOICE_S)
     plan = preflight.estimate(precision, 4096, flow_cache_bytes=flow)
     reserved = torch.cuda.max_memory_reserved()
-    free_now, _total = torch.cuda.mem_get_info()
+    used = None if free_after_turns is None else free_start - free_after_turns
     return {"peak_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2),
             "peak_reserved_gib": round(reserved / GIB, 2),
-            "device_used_gib": round((free_before - free_now) / GIB, 2),
+            "device_used_gib": None if used is None else round(used / GIB, 2),
             "plan_gib": round(plan.total_bytes / GIB, 2),
             "plan_parts_gib": {k: round(v / GIB, 3) for k, v in plan.parts_bytes().items()},
             "within_plan": reserved <= plan.total_bytes,
@@ -187,20 +193,24 @@ def memory_against_plan(precision: str, free_before: int) -> dict[str, Any]:
 
 
 def precision_section(precision: str, codec: Any, voice: Any, budget: Budget,
-                      scratch: Path, errors: list[str]) -> dict[str, Any]:
+                      scratch: Path, errors: list[str], free_start: int) -> dict[str, Any]:
+    """``free_start``: free device memory before the codec and any model (after CUDA
+    started), so the device's count covers everything the engine holds."""
     from app.engine.moss_speech.config import MossSpeechConfig
     from app.engine.moss_speech.weights import random_model
 
     torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    free_before = torch.cuda.mem_get_info()[0]
     started = time.perf_counter()
     model = random_model(MossSpeechConfig.full(), "cuda", precision)
     section: dict[str, Any] = {"build_s": round(time.perf_counter() - started, 2)}
     section["decode"] = decode_paths(model, budget, precision)
-    section["e2e"] = guarded(errors, f"{precision} engine", partial(
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()  # the engine's peaks, not the benchmarks' sessions
+    section["e2e"] = e2e = guarded(errors, f"{precision} engine", partial(
         engine_e2e, model, codec, voice, precision, scratch))
-    section["memory"] = memory_against_plan(precision, free_before)
+    section["memory"] = memory_against_plan(precision, free_start,
+                                            e2e.get("free_after_turns_bytes"))
     del model  # before the next precision is built
     torch.cuda.empty_cache()
     return section
@@ -258,13 +268,15 @@ def collect(root: Path, budget_s: float, run_tests: bool = True,
         log("GPU tests (pytest -m gpu)")
         report["gpu_tests"] = guarded(errors, "gpu tests", lambda: gpu_tests(budget, root))
     scratch = Path(tempfile.mkdtemp(prefix="moss-voice-gpu-report-"))
+    torch.cuda.empty_cache()
+    free_start = torch.cuda.mem_get_info()[0]
     log("codec (full size, random weights)")
     codec, voice = shared_codec(torch.device("cuda"), scratch)
     report["engine"] = {}
     for precision in ("bf16", "int8", "int4"):
         log(f"{precision}: build, decode paths, engine, memory ({budget.left_s:.0f} s left)")
         report["engine"][precision] = guarded(errors, precision, partial(
-            precision_section, precision, codec, voice, budget, scratch, errors))
+            precision_section, precision, codec, voice, budget, scratch, errors, free_start))
     log("codec streaming per chunk")
     report["codec"] = guarded(errors, "codec", lambda: codec_streaming(codec, voice))
     report["duration_s"] = round(time.perf_counter() - started, 1)
