@@ -15,7 +15,7 @@ from app.audio.probe import probe_audio
 from app.display import display_status
 from app.engine.folders import verify_codec_folder, verify_model_folder
 from app.engine.remote import health_report
-from app.settings_store import LoadedSettings, load_settings
+from app.settings_store import LoadedSettings, load_settings, settings_write_problem
 from app.vad.smart_turn import end_of_turn_status
 
 
@@ -85,6 +85,7 @@ def models_report(loaded: LoadedSettings) -> dict[str, Any]:
     return {
         "settings_file": str(loaded.path),
         "settings_issues": [str(issue) for issue in loaded.issues],
+        "settings_write_problem": settings_write_problem(loaded.path),
         "engine": engine.kind,
         "model": folder(engine.model_dir, verify_model_folder, "model"),
         "codec": folder(engine.codec_dir, verify_codec_folder, "codec"),
@@ -94,8 +95,9 @@ def models_report(loaded: LoadedSettings) -> dict[str, Any]:
 
 
 def collect_report(loaded: LoadedSettings | None = None) -> dict[str, Any]:
-    """The whole doctor report as plain JSON-able data."""
-    loaded = loaded or load_settings()
+    """The whole doctor report as plain JSON-able data. Only reads: a broken settings file is
+    reported, never repaired or rewritten."""
+    loaded = loaded or load_settings(repair=False)
     torch_info, gpus = torch_report()
     return {
         "app": {"version": __version__},
@@ -138,8 +140,13 @@ def format_report(report: dict[str, Any]) -> str:
     else:
         lines.append(f"{bad}audio: {audio['reason']}")
     models = report["models"]
+    problem = models.get("settings_write_problem")
     for issue in models["settings_issues"]:
-        lines.append(f"{bad}settings: {issue}")
+        repair = "" if problem else " (left as it is; the app repairs it when it starts, " \
+            "keeping a backup)"
+        lines.append(f"{bad}settings: {issue}{repair}")
+    if problem:
+        lines.append(f"{bad}settings: {problem}")
     lines.append(f"{ok}engine: {models['engine']} (settings: {models['settings_file']})")
     for kind in ("model", "codec"):
         entry = models[kind]

@@ -165,6 +165,7 @@ class ErrorReported:
     category: str
     message: str
     action: str = ""
+    turn_id: int | None = None  # the turn it happened on, when it belongs to one
 
 
 @dataclass(frozen=True)

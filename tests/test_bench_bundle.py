@@ -42,4 +42,4 @@ def test_bench_bundle_says_how_to_build_a_missing_bundle(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
     assert main(["bench", "bundle", "--bundle", str(tmp_path / "nothing")]) == 2
-    assert "make package" in capsys.readouterr().out
+    assert "make package" in capsys.readouterr().err

@@ -35,8 +35,9 @@ def test_a_missing_voice_file_gets_command_line_advice(capsys: pytest.CaptureFix
                                                        mic: Path, tmp_path: Path) -> None:
     err = converse(capsys, "--model-dir", str(tmp_path), "--codec-dir", str(tmp_path),
                    "--voice", str(tmp_path / "nope.wav"), "--input", str(mic))
-    assert "Voice file nope.wav does not exist. Pass a 3–20 s WAV or FLAC recording of a voice " \
-           "with --voice FILE" in err
+    # refused while the command line is read (app.cli.options), before any folder is opened
+    assert "argument --voice:" in err and "nope.wav' does not exist: expected a 3–20 s WAV or " \
+           "FLAC recording of a voice" in err
     assert "Settings" not in err and "choose another file" not in err and ".." not in err
 
 

@@ -95,12 +95,28 @@ def test_bad_arguments_exit_2_with_a_message(conversation_wav: Path, args: list[
     assert message in capsys.readouterr().err
 
 
-def test_a_missing_or_broken_input_file_is_reported(tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "broken.wav").write_bytes(b"RIFF....WAVEfmt ")
-    assert main(["converse", "--input", str(tmp_path / "broken.wav")]) == 2
-    assert main(["converse", "--input", str(tmp_path / "missing.wav")]) == 2
-    assert capsys.readouterr().err.count("not a readable audio file") == 2
+@pytest.mark.parametrize(("name", "content", "says"), [
+    ("broken.wav", b"RIFF....WAVEfmt ", "is not a sound file this app can decode"),
+    ("empty.wav", b"", "is empty (0 bytes)"),
+    ("random.mp3", bytes(np.random.default_rng(0).integers(0, 256, 20000, np.uint8)),
+     "is not a sound file this app can decode"),
+    ("missing.wav", None, "does not exist"),
+    ("folder.wav", "dir", "is a folder, not a sound file"),
+])
+def test_a_missing_or_broken_input_file_is_reported(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], name: str,
+        content: bytes | str | None, says: str) -> None:
+    path = tmp_path / name
+    if content == "dir":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    assert main(["converse", "--input", str(path)]) == 2
+    out, err = capfd.readouterr()  # file descriptors: the MP3 decoder writes to fd 2 itself
+    assert err.count("\n") == 1 and says in err and "WAV, FLAC, OGG or MP3" in err, err
+    for misleading in ("Format not recognised", "possibly a pipe", "System error", "MPEG",
+                       "Traceback"):
+        assert misleading not in err + out
 
 
 def test_realtime_paces_to_the_wall_clock(tmp_path: Path) -> None:

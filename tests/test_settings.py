@@ -6,7 +6,7 @@ import pytest
 
 from app.paths import settings_path
 from app.settings import Settings
-from app.settings_store import backup_path_for, load_settings, save_settings, settings_to_toml
+from app.settings_store import load_settings, save_settings, settings_to_toml
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -60,7 +60,7 @@ def test_invalid_toml_falls_back_keeps_backup_and_rewrites(tmp_path: Path) -> No
     loaded = load_settings(path)
     assert loaded.settings == Settings()
     assert len(loaded.issues) == 1 and "not valid TOML" in str(loaded.issues[0])
-    assert backup_path_for(path).read_text() == original
+    assert loaded.backup_path is not None and loaded.backup_path.read_text() == original
     assert load_settings(path).issues == []  # rewritten clean: warned once
 
 
@@ -71,7 +71,7 @@ def test_binary_or_empty_file(tmp_path: Path, content: bytes) -> None:
     assert loaded.settings == Settings()
     if content:
         assert "could not be read" in loaded.warning_text()
-        assert backup_path_for(path).read_bytes() == content
+        assert loaded.backup_path is not None and loaded.backup_path.read_bytes() == content
     else:
         assert loaded.issues == []
 
@@ -97,8 +97,9 @@ model_dir = "/models/moss"
     keys = {issue.key for issue in loaded.issues}
     assert keys == {"vad.threshold", "sampling.top_k", "engine.precision"}
     text = loaded.warning_text()
-    assert "2.5" in text and "default 0.5" in text and str(backup_path_for(path)) in text
-    assert "threshold = 2.5" in backup_path_for(path).read_text()
+    assert loaded.backup_path is not None
+    assert "2.5" in text and "default 0.5" in text and str(loaded.backup_path) in text
+    assert "threshold = 2.5" in loaded.backup_path.read_text()
 
 
 def test_unknown_keys_and_sections_are_dropped_with_a_warning(tmp_path: Path) -> None:
@@ -129,7 +130,8 @@ def test_settings_file_that_is_a_directory(tmp_path: Path) -> None:
     path.mkdir()
     loaded = load_settings(path)
     assert loaded.settings == Settings()
-    assert "could not be read" in loaded.warning_text()
+    assert "is a folder, not a settings file" in loaded.warning_text()
+    assert path.is_dir() and loaded.backup_path is None
 
 
 def test_toml_has_no_nulls_and_groups_every_setting() -> None:

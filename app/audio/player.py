@@ -7,6 +7,10 @@
 - The heard position is the number of reply samples written to the device (fade included);
   every notice carries the DAC time, so "heard" means "reached the DAC by then".
 - Ducking lowers the gain with a short ramp while a possible barge-in is being confirmed.
+- Whatever an engine returns, the device gets finite samples below full scale: NaN/Inf samples
+  become silence when enqueued (counted, warned once per reply), and a peak limiter
+  (:mod:`app.audio.limiter`, exact below -1 dBFS) is the last stage of every block, after
+  anything mixed in (``fill``'s ``mix``).
 
 The output callback calls :meth:`Player.fill`; notices go to ``notify`` from that thread, after
 the lock is released, and must not block.
@@ -14,6 +18,7 @@ the lock is released, and must not block.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -22,6 +27,10 @@ from typing import Literal
 
 import numpy as np
 
+from app.audio.audio_file import finite_or_silence
+from app.audio.limiter import PeakLimiter
+
+log = logging.getLogger(__name__)
 NoticeKind = Literal["audible", "played_out", "silenced"]
 MAX_FADE_MS = 10.0
 
@@ -50,6 +59,7 @@ class _Reply:
         self.heard = 0
         self.audible_sent = False
         self.underruns = 0
+        self.non_finite = 0  # NaN/Inf samples the engine sent, played as silence
 
 
 class Player:
@@ -72,6 +82,8 @@ class Player:
         self._gain_target = 1.0
         self._gain_step = 1.0 / max(1.0, duck_ramp_ms * self.sample_rate_hz / 1000)
         self.underruns = 0  # total, all replies
+        self.non_finite_samples = 0  # total NaN/Inf samples replaced by silence, all replies
+        self.limiter = PeakLimiter(self.sample_rate_hz)
 
     # ---- control (any thread) ---------------------------------------------------------------
 
@@ -88,12 +100,19 @@ class Player:
         """Append reply audio (device rate, mono float32); ignored after a flush or end."""
         if len(pcm) == 0:
             return
+        pcm, bad = finite_or_silence(np.asarray(pcm, dtype=np.float32))
         with self._lock:
             reply = self._reply
             if reply is None or reply.turn_id != turn_id or reply.flushing or reply.ended:
                 return
-            reply.chunks.append(np.asarray(pcm, dtype=np.float32))
+            reply.chunks.append(pcm)
             reply.buffered += len(pcm)
+            first_bad = bad and not reply.non_finite
+            reply.non_finite += bad
+            self.non_finite_samples += bad
+        if first_bad:
+            log.warning("reply %d: the engine sent samples that are not numbers (NaN or "
+                        "infinite); they are played as silence", turn_id)
 
     def end_reply(self, turn_id: int) -> None:
         """No more audio will come for this reply; it ends when the buffer has played."""
@@ -139,8 +158,10 @@ class Player:
 
     # ---- output callback -------------------------------------------------------------------
 
-    def fill(self, out: np.ndarray, dac_time_s: float) -> None:
-        """Write the next block into ``out`` (mono float32, zeroed first)."""
+    def fill(self, out: np.ndarray, dac_time_s: float,
+             mix: Callable[[np.ndarray], None] | None = None) -> None:
+        """Write the next block into ``out`` (mono float32, zeroed first); ``mix`` may add to
+        it (test tones) before the limiter, which always comes last."""
         out.fill(0.0)
         notices: list[PlaybackNotice] = []
         with self._lock:
@@ -150,6 +171,9 @@ class Player:
                     self._fill_fade(reply, out, dac_time_s, notices)
                 else:
                     self._fill_play(reply, out, dac_time_s, notices)
+        if mix is not None:
+            mix(out)
+        self.limiter.process(out)
         for notice in notices:
             self._notify(notice)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from app.audio.audio_file import read_audio_file
 from app.audio.backend import (
     DeviceInfo,
     DeviceUnavailableError,
@@ -43,12 +44,10 @@ from app.audio.simulated_echo import EchoPath, SimulatedEcho
 
 
 def read_wav(path: Path | str) -> tuple[np.ndarray, int]:
-    """Audio file → ([frames, channels] float32, sample_rate_hz)."""
-    try:
-        pcm, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError) as exc:
-        raise ValueError(f"{path}: not a readable audio file ({exc})") from exc
-    return pcm, int(rate)
+    """Audio file → ([frames, channels] float32, sample_rate_hz); NaN/Inf samples become
+    silence. Raises ValueError (AudioFileError) saying what is wrong with the file."""
+    audio = read_audio_file(path)
+    return audio.pcm, audio.sample_rate_hz
 
 
 def write_wav(path: Path | str, pcm: np.ndarray, sample_rate_hz: int) -> None:

@@ -1,8 +1,14 @@
 """Command line: ``python -m app [--version] [--self-test] [--screenshot PNG [--state S |
 --demo]] [SUBCOMMAND ...]``; no subcommand starts the GUI.
 
-Each subcommand is a module with ``add_arguments(parser)`` and ``run(args) -> int``; its help is
-the module docstring's first line. Modules keep heavy imports inside ``run``.
+Each subcommand is a module with ``add_arguments(parser)``, ``run(args) -> int`` and optionally
+``check(args)``; its help is the module docstring's first line. Modules keep heavy imports
+inside ``run``. Every value is checked before any work starts (:mod:`app.cli.options`).
+
+Exit status: 0 success; 1 the command ran but something failed on the way (``converse``: a turn
+the engine could not answer, a device with no fallback; the report says which); 2 bad input (an
+option, a file, a combination this machine cannot run), one line on stderr; 3 ``bench engine``
+and ``bench engine-e2e`` refused a model too large for this machine's memory.
 """
 
 from __future__ import annotations
@@ -11,9 +17,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from app import APP_NAME, __version__
+from app.cli.options import InputError, OneLineParser, OutputFile, ScreenshotState
 
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "app.cli.doctor",
@@ -25,16 +31,17 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="moss-voice", description=f"{APP_NAME}: talk with MOSS-Speech on your own PC.")
     parser.add_argument("--version", action="version", version=f"{APP_NAME} {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--screenshot", metavar="PNG", type=Path,
+    parser.add_argument("--screenshot", metavar="PNG",
+                        type=OutputFile((".png", ".jpg", ".jpeg", ".bmp"), "picture"),
                         help="open the window, save a PNG of it to PNG and exit")
     parser.add_argument("--demo", action="store_true",
                         help="with --screenshot: play the demo conversation first (real pipeline, "
                         "echo engine, simulated devices); the same as --state demo")
-    parser.add_argument("--state", metavar="S",
+    parser.add_argument("--state", metavar="S", type=ScreenshotState(),
                         help="with --screenshot: the window state to show: first-run, demo, "
                         "settings, settings:PAGE (engine, replies, listening, echo, audio, "
                         "transcript), model-manager, errors, no-audio")
@@ -48,22 +55,48 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(name, help=doc[0] if doc else None,
                                     description=(module.__doc__ or "").strip())
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _check=getattr(module, "check", None), _parser=sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from app.hub_offline import apply_offline_defaults
-    from app.paths import use_private_compile_caches
-
-    use_private_compile_caches()  # before anything imports torch (issue 21 item 2)
-    apply_offline_defaults()  # Hugging Face offline, from source as in the bundle
+def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse and check everything (values, combinations, what this machine can run) before any
+    work starts; a problem ends the program with one line on stderr and exit status 2."""
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else sys.argv[1:])
     if args.demo and args.screenshot is None:
         parser.error("--demo goes with --screenshot PNG")
     if args.state is not None and args.screenshot is None:
         parser.error("--state goes with --screenshot PNG")
+    command = getattr(args, "command", None)
+    for flag, given in (("--self-test", args.self_test), ("--screenshot", args.screenshot)):
+        if given and command:
+            parser.error(f"{flag} cannot be combined with the command {command!r}")
+    if args.self_test and args.screenshot is not None:
+        parser.error("--self-test cannot be combined with --screenshot")
+    check = getattr(args, "_check", None)
+    if check is not None:
+        try:
+            check(args)
+        except InputError as exc:
+            args._parser.error(str(exc))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for bad input, after one line on
+    stderr). ``--help`` and ``--version`` exit as argparse does."""
+    from app.hub_offline import apply_offline_defaults
+    from app.paths import use_private_compile_caches
+
+    use_private_compile_caches()  # before anything imports torch (issue 21 item 2)
+    apply_offline_defaults()  # Hugging Face offline, from source as in the bundle
+    try:
+        args = parse_command_line(argv)
+    except SystemExit as exc:
+        if exc.code == 2:
+            return 2
+        raise
     if args.self_test:
         from app.selftest import run_self_test
 

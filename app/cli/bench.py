@@ -17,6 +17,8 @@ BENCHES: dict[str, str] = {
     "engine-e2e": "app.cli.bench_engine_e2e",
     "hashes": "app.cli.bench_hashes",
     "remote": "app.cli.bench_remote",
+    "soak": "app.cli.bench_soak",
+    "limiter": "app.cli.bench_limiter",
     "parity": "app.cli.bench_parity",
     "memory": "app.cli.bench_memory",
 }
@@ -29,7 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         doc = (module.__doc__ or "").strip().splitlines()
         sub = benches.add_parser(name, help=doc[0] if doc else None)
         module.add_arguments(sub)
-        sub.set_defaults(_bench_run=module.run)
+        sub.set_defaults(_bench_run=module.run, _bench_check=getattr(module, "check", None),
+                         _parser=sub)
+
+
+def check(args: argparse.Namespace) -> None:
+    """The bench's own pre-flight checks (devices, precisions, combinations)."""
+    if args._bench_check is not None:
+        args._bench_check(args)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from app.cli.bench_common import markdown_table, median_1, nearest
+from app.cli.options import InputFolder, OutputFile, count
 
 RATE = 16000
 DELAYS_MS = (20, 60, 120)
@@ -46,10 +47,13 @@ FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "audio"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--library", action="append", choices=["pywebrtc-audio", "livekit"],
                         help="measure only this library (repeatable; default: both if installed)")
-    parser.add_argument("--replies", type=int, default=20, help="replies per pipeline condition")
+    parser.add_argument("--replies", type=count(1, 10_000), default=20,
+                        help="replies per pipeline condition")
     parser.add_argument("--no-pipeline", action="store_true", help="only part 1")
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
-    parser.add_argument("--speech-dir", type=Path, default=FIXTURES,
+    parser.add_argument("--json", type=OutputFile(what="JSON file"),
+                        help="also write the figures as JSON")
+    parser.add_argument("--speech-dir", type=InputFolder("folder of WAV files"),
+                        default=FIXTURES,
                         help="more 16 kHz utterances (WAV) for the warm-up figures "
                              "(default: the test fixtures, when present)")
 

@@ -24,18 +24,22 @@ import time
 from pathlib import Path
 
 from app import APP_ID
+from app.cli.options import InputError, InputFolder, OutputFile, count
 
 COMMANDS = {"version": ["--version"], "window": ["--screenshot", "{tmp}/shot.png"],
             "doctor": ["doctor", "--json"], "self-test": ["--self-test"]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bundle", type=Path, default=Path("dist") / APP_ID,
+    parser.add_argument("--bundle", type=InputFolder("bundle folder (build it with `make "
+                                                     "package`)"),
+                        default=Path("dist") / APP_ID,
                         help="the bundle folder (default: dist/moss-voice)")
-    parser.add_argument("--repeat", type=int, default=4, help="runs of each command")
+    parser.add_argument("--repeat", type=count(1, 100), default=4, help="runs of each command")
     parser.add_argument("--no-source", dest="source", action="store_false",
                         help="do not time `python -m app` for comparison")
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--json", type=OutputFile(what="JSON file"),
+                        help="also write the figures to this file")
 
 
 def executable_name() -> str:
@@ -64,11 +68,15 @@ def time_command(argv: list[str], repeat: int) -> dict[str, float]:
             "min_s": round(min(runs), 3), "runs": len(runs)}
 
 
+def check(args: argparse.Namespace) -> None:
+    """The bundle's executable must be there."""
+    if not (args.bundle / executable_name()).is_file():
+        raise InputError("--bundle", args.bundle,
+                         "no bundle there: build it with `make package` first")
+
+
 def run(args: argparse.Namespace) -> int:
     exe = args.bundle / executable_name()
-    if not exe.is_file():
-        print(f"No bundle at {args.bundle}: build it with `make package` first.")
-        return 2
     size_bytes, files = folder_size(args.bundle)
     results: dict[str, object] = {"bundle": str(args.bundle), "bundle_bytes": size_bytes,
                                   "bundle_files": files, "bundle_s": {}, "source_s": {}}

@@ -20,6 +20,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from app.cli.bench_common import add_threads_and_json, apply_threads
+from app.cli.machine_checks import check_device
+from app.cli.options import DeviceName, Number, count, seconds
 
 if TYPE_CHECKING:  # torch is imported only when the bench runs
     import torch
@@ -29,26 +31,34 @@ if TYPE_CHECKING:  # torch is imported only when the bench runs
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--device", type=DeviceName(), default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                         help="tokenizer and flow precision (HiFT always runs in float32)")
     parser.add_argument("--chunk", type=int, choices=(5, 25), default=5)
-    parser.add_argument("--chunks", type=int, default=12, help="streaming steps to time")
-    parser.add_argument("--voice-seconds", type=float, default=3.0)
-    parser.add_argument("--utterance-seconds", type=float, default=10.0)
-    parser.add_argument("--steps", type=int, default=10, help="Euler steps (the model uses 10)")
+    parser.add_argument("--chunks", type=count(1, 10_000), default=12,
+                        help="streaming steps to time")
+    parser.add_argument("--voice-seconds", type=seconds(0, 60), default=3.0)
+    parser.add_argument("--utterance-seconds", type=seconds(0, 600), default=10.0)
+    parser.add_argument("--steps", type=count(1, 100), default=10,
+                        help="Euler steps (the model uses 10)")
     parser.add_argument("--final", choices=("reference", "causal"), default="reference")
     parser.add_argument("--reuse-voice-prefix", action="store_true",
                         help="keep the voice prompt's flow state between replies")
     parser.add_argument("--reference", action="store_true",
                         help="also time the whole-prefix recompute of the reference protocol")
-    parser.add_argument("--flow-cache-budget-mib", type=float, default=None,
+    parser.add_argument("--flow-cache-budget-mib",
+                        type=Number(float, 0, 1_000_000, low_open=True, unit="MiB"), default=None,
                         help="bound the cached flow state (MiB); default: no bound")
-    parser.add_argument("--repeat", type=int, default=1,
+    parser.add_argument("--repeat", type=count(1, 100), default=1,
                         help="run each measurement N times and keep the fastest (busy machines)")
     parser.add_argument("--stream-only", action="store_true",
                         help="time only the streaming decode (skip encode and offline decode)")
     add_threads_and_json(parser)
+
+
+def check(args: argparse.Namespace) -> None:
+    """A device this machine has (every dtype runs on every device)."""
+    check_device("--device", args.device)
 
 
 def run(args: argparse.Namespace) -> int:

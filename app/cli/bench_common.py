@@ -34,7 +34,10 @@ def markdown_table(first_column: str, columns: Sequence[str],
 
 
 def add_threads_and_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = torch default)")
+    from app.cli.options import THREADS
+
+    parser.add_argument("--threads", type=THREADS, default=0,
+                        help="CPU threads (0 = torch default)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 

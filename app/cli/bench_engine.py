@@ -15,6 +15,14 @@ from typing import Any
 
 from app.cli.bench_common import add_threads_and_json, apply_threads, run_facts
 from app.cli.bench_engine_e2e import add_decode_path_arguments
+from app.cli.machine_checks import check_device, check_precision
+from app.cli.options import (
+    MISSING,
+    DeviceName,
+    InputError,
+    InputFolder,
+    count,
+)
 
 SIZES = ("tiny", "full")
 
@@ -22,12 +30,15 @@ SIZES = ("tiny", "full")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random-weights", action="store_true",
                         help="build random weights on the device (no checkpoint needed)")
-    parser.add_argument("--model-dir", help="load this checkpoint folder instead")
+    parser.add_argument("--model-dir", type=InputFolder("model folder"),
+                        help="load this checkpoint folder instead")
     parser.add_argument("--size", choices=SIZES, default="tiny")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--precision", choices=("bf16", "fp32", "int8", "int4"), default="bf16")
-    parser.add_argument("--prompt-rows", type=int, default=300)
-    parser.add_argument("--decode-rows", type=int, default=64)
+    parser.add_argument("--device", type=DeviceName(), default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--precision", choices=("bf16", "fp32", "int8", "int4"), default="bf16",
+                        help="int4 needs CUDA; a combination this machine cannot run is refused "
+                        "before anything is built")
+    parser.add_argument("--prompt-rows", type=count(1, 40960), default=300)
+    parser.add_argument("--decode-rows", type=count(1, 40960), default=64)
     add_decode_path_arguments(parser)
     parser.add_argument("--cpp-wrapper", action="store_true",
                         help="with --decode-path compile on CPU: inductor's C++ wrapper (no "
@@ -35,6 +46,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overhead-only", action="store_true",
                         help="only the Python overhead per row (no large model is built)")
     add_threads_and_json(parser)
+
+
+def check(args: argparse.Namespace) -> None:
+    """Before anything is built: a model source, a device this machine has, a precision that
+    device can run, and --cpp-wrapper only where it means something."""
+    if not args.overhead_only:
+        if not args.random_weights and args.model_dir is None:
+            raise InputError("--random-weights", MISSING,
+                             "pass --random-weights or --model-dir PATH (or --overhead-only)")
+        if args.random_weights and args.model_dir is not None:
+            raise InputError("--model-dir", args.model_dir,
+                             "--random-weights and --model-dir exclude each other")
+    check_device("--device", args.device)
+    if args.cpp_wrapper and (args.decode_path != "compile" or args.device != "cpu"):
+        raise InputError("--cpp-wrapper", MISSING,
+                         "goes with --decode-path compile on --device cpu")
+    if not args.overhead_only:
+        check_precision(args.precision, args.device)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,15 +80,6 @@ def run(args: argparse.Namespace) -> int:
         overhead = bench_lm.python_overhead(bench_lm.size_config(args.size),
                                             torch.device(args.device), args.decode_path)
         return _print(overhead, args)
-    if not args.random_weights and not args.model_dir:
-        print("bench engine: pass --random-weights or --model-dir PATH")
-        return 2
-    from app.engine.preflight import precision_problem
-
-    problem = precision_problem(args.precision, args.device)
-    if problem:
-        print(f"bench engine: --precision {args.precision} --device {args.device}: {problem}")
-        return 2
     refusal = bench_lm.memory_refusal(args.size, args.precision, torch.device(args.device),
                                       args.prompt_rows + args.decode_rows)
     if args.random_weights and refusal:

@@ -15,6 +15,14 @@ import json
 from typing import Any
 
 from app.cli.bench_common import add_threads_and_json, apply_threads, run_facts
+from app.cli.machine_checks import check_device, check_precision
+from app.cli.options import (
+    MISSING,
+    DeviceName,
+    InputError,
+    count,
+    seconds,
+)
 from app.engine.moss_speech.decode_policy import DECODE_REQUESTS
 
 
@@ -35,12 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random-weights", action="store_true",
                         help="build random weights on the device (the only mode for now)")
     parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--precision", choices=("bf16", "fp32", "int8", "int4"), default="bf16")
-    parser.add_argument("--turns", type=int, default=5)
-    parser.add_argument("--question-s", type=float, default=2.0, help="each user turn (s)")
-    parser.add_argument("--voice-s", type=float, default=3.0, help="voice prompt length (s)")
-    parser.add_argument("--max-new-rows", type=int, default=60,
+    parser.add_argument("--device", type=DeviceName(), default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--precision", choices=("bf16", "fp32", "int8", "int4"), default="bf16",
+                        help="int4 needs CUDA; a combination this machine cannot run is refused "
+                        "before anything is built")
+    parser.add_argument("--turns", type=count(1, 10_000), default=5)
+    parser.add_argument("--question-s", type=seconds(0, 60), default=2.0,
+                        help="each user turn (s)")
+    parser.add_argument("--voice-s", type=seconds(0, 60), default=3.0,
+                        help="voice prompt length (s)")
+    parser.add_argument("--max-new-rows", type=count(1, 40960), default=60,
                         help="reply length in rows (12.5 per second of speech)")
     parser.add_argument("--chunk", type=int, choices=(5, 25), default=5)
     parser.add_argument("--first-hop", choices=("aggressive", "aligned"), default="aggressive")
@@ -48,12 +60,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the codec stream's last step (the engine uses causal)")
     parser.add_argument("--no-voice-prefix", dest="voice_prefix", action="store_false",
                         help="recompute the voice prompt's flow state for every reply")
-    parser.add_argument("--flow-cache-budget-mib", type=int, default=1024,
+    parser.add_argument("--flow-cache-budget-mib", type=count(0, 1_000_000, unit="MiB"),
+                        default=1024,
                         help="the codec's flow-cache budget (settings.streaming; 0 = no bound)")
-    parser.add_argument("--barge-in-every", type=int, default=2,
+    parser.add_argument("--barge-in-every", type=count(0, 10_000), default=2,
                         help="cancel every n-th reply at a random moment (0 = never)")
     add_decode_path_arguments(parser)
     add_threads_and_json(parser)
+
+
+def check(args: argparse.Namespace) -> None:
+    """Before anything is built: random weights, a device this machine has, a precision that
+    device can run."""
+    if not args.random_weights:
+        raise InputError("--random-weights", MISSING,
+                         "needed: this bench runs on random weights (checkpoint folders: use "
+                         "converse)")
+    check_device("--device", args.device)
+    check_precision(args.precision, args.device)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,15 +85,6 @@ def run(args: argparse.Namespace) -> int:
 
     from app.engine.moss_speech.bench_e2e import BenchOptions, run_bench
 
-    if not args.random_weights:
-        print("bench engine-e2e: pass --random-weights (checkpoint folders: use converse)")
-        return 2
-    from app.engine.preflight import precision_problem
-
-    problem = precision_problem(args.precision, args.device)
-    if problem:
-        print(f"bench engine-e2e: --precision {args.precision} --device {args.device}: {problem}")
-        return 2
     apply_threads(args)
     options = BenchOptions(size=args.size, device=args.device, precision=args.precision,
                            turns=args.turns, question_s=args.question_s, voice_s=args.voice_s,

@@ -24,8 +24,12 @@ REVISION = "0" * 40
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size-mib", type=int, default=1024, help="total size (default 1024)")
-    parser.add_argument("--files", type=int, default=4, help="number of files (default 4)")
+    from app.cli.options import count
+
+    parser.add_argument("--size-mib", type=count(1, 1_000_000, unit="MiB"), default=1024,
+                        help="total size (default 1024)")
+    parser.add_argument("--files", type=count(1, 10_000), default=4,
+                        help="number of files (default 4)")
 
 
 def write_files(folder: Path, size_mib: int, n_files: int) -> RevisionManifest:

@@ -14,11 +14,13 @@ import json
 from typing import Any
 
 from app.cli.bench_common import add_threads_and_json
+from app.cli.options import InputError, count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--chunk-rows", type=int, default=1024)
-    parser.add_argument("--context-rows", type=int, default=4096,
+    parser.add_argument("--chunk-rows", type=count(1, 40960), default=1024,
+                        help="rows of the prefill chunk (the engine's: 1,024)")
+    parser.add_argument("--context-rows", type=count(256, 40960), default=4096,
                         help="the context bound (the transcript pass's 1,280 rows are added)")
     parser.add_argument("--unbounded", action="store_true",
                         help="also the attention in one call (no query blocks), for comparison")
@@ -27,10 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_threads_and_json(parser)
 
 
+def check(args: argparse.Namespace) -> None:
+    """The chunk must fit the context (before any process starts)."""
+    if args.chunk_rows > args.context_rows:
+        raise InputError("--chunk-rows", args.chunk_rows,
+                         f"at most --context-rows ({args.context_rows})")
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.chunk_rows < 1 or args.context_rows < args.chunk_rows:
-        print("bench memory: --chunk-rows must be ≥ 1 and ≤ --context-rows")
-        return 2
     from app.engine import preflight
     from app.engine.moss_speech.transient_bench import run_measurement
 

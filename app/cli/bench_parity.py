@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from app.cli.bench_common import add_threads_and_json, apply_threads
+from app.cli.options import count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,17 +21,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
     parser.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16",
                         help="codec: the precision compared with float32")
-    parser.add_argument("--seeds", type=int, default=1, help="codec: random codecs to measure")
-    parser.add_argument("--codes", type=int, default=30, help="codec: reply codes streamed")
-    parser.add_argument("--states", type=int, default=64, help="heads: hidden states")
+    parser.add_argument("--seeds", type=count(1, 100), default=1,
+                        help="codec: random codecs to measure")
+    parser.add_argument("--codes", type=count(1, 1000), default=30,
+                        help="codec: reply codes streamed")
+    parser.add_argument("--states", type=count(1, 100_000), default=64,
+                        help="heads: hidden states")
     add_threads_and_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("seeds", "codes", "states"):
-        if getattr(args, name) < 1:
-            print(f"bench parity: --{name} {getattr(args, name)}: must be at least 1")
-            return 2
     apply_threads(args)
     results = _codec(args) if args.what == "codec" else _heads(args)
     for result in results:

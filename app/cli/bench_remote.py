@@ -28,7 +28,6 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,9 +37,14 @@ from app.engine.base import Engine, ReplyAudio, ReplyDone, UserTurn
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--turns", type=int, default=60, help="first-audio turns per engine")
-    parser.add_argument("--barge-ins", type=int, default=30, help="barge-ins per engine")
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    from app.cli.options import OutputFile, count
+
+    parser.add_argument("--turns", type=count(1, 100_000), default=60,
+                        help="first-audio turns per engine")
+    parser.add_argument("--barge-ins", type=count(1, 100_000), default=30,
+                        help="barge-ins per engine")
+    parser.add_argument("--json", type=OutputFile(what="JSON file"),
+                        help="also write the figures as JSON")
 
 
 def first_audio_ms(engine: Engine, turn: UserTurn) -> float:

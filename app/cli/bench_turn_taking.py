@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,13 +64,16 @@ class LevelledEcho(EchoEngine):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from app.cli.options import Name, OutputFile, count
+
     parser.add_argument("--quick", action="store_true",
                         help="a few short scenarios (what the tests run)")
-    parser.add_argument("--only", action="append", metavar="SCENARIO",
+    parser.add_argument("--only", action="append", metavar="SCENARIO", type=Name(),
                         help="run only these scenarios (repeatable)")
-    parser.add_argument("--sessions", type=int, default=2,
+    parser.add_argument("--sessions", type=count(1, 1000), default=2,
                         help="self-interruption sessions per echo room (4 replies each)")
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--json", type=OutputFile(what="JSON file"),
+                        help="also write the figures as JSON")
     parser.add_argument("--endpointing", choices=("smart", "silence", "both"), default="both",
                         help="end of turn by the smart-turn model (default settings), by "
                         "silence only, or both side by side (default)")
@@ -316,6 +318,17 @@ def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
             "turn_end_ms_median": summarise(total.turn_end_ms)["median"],
             "decision_cpu_ms_median": summarise(total.decision_cpu_ms)["median"],
             "loop_cpu_pct_of_core_median": summarise(total.cpu_pct_of_core)["median"]}
+
+
+def check(args: argparse.Namespace) -> None:
+    """Scenario names are the bench's own (building the list reads the corpus: ~2 s)."""
+    if args.only:
+        from app.cli.options import InputError
+
+        known = [s.name for s in build_scenarios(args.quick)]
+        unknown = [name for name in args.only if name not in known]
+        if unknown:
+            raise InputError("--only", unknown[0], "one of " + ", ".join(known))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,14 +16,17 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from app.cli.bench_common import markdown_table, median_1, nearest
+from app.cli.options import OutputFile, count, seconds
 
 SILENCE_GAP_S = 0.3  # quieter stretches longer than this separate sentences of the sample
+SCENARIOS = ("single_turn", "two_turns", "two_turns_noise_-45dBFS", "two_turns_48k_stereo",
+             "barge_in", "barge_in_early", "push_to_talk", "slow_engine_500ms",
+             "slow_engine_500ms_no_speculation")  # build_scenarios' names, in order
 
 
 @dataclass
@@ -40,12 +43,13 @@ class Scenario:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repeat", type=int, default=3, help="runs per scenario")
-    parser.add_argument("--idle-s", type=float, default=60.0,
+    parser.add_argument("--repeat", type=count(1, 1000), default=3, help="runs per scenario")
+    parser.add_argument("--idle-s", type=seconds(0, 3600), default=60.0,
                         help="seconds of always-listening idle input for the loop-cost figure")
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
-    parser.add_argument("--only", action="append", metavar="SCENARIO",
-                        help="run only these scenarios (repeatable)")
+    parser.add_argument("--json", type=OutputFile(what="JSON file"),
+                        help="also write the figures as JSON")
+    parser.add_argument("--only", action="append", metavar="SCENARIO", choices=SCENARIOS,
+                        help="run only these scenarios (repeatable): " + ", ".join(SCENARIOS))
 
 
 def split_sentences(pcm: np.ndarray, rate_hz: int) -> list[np.ndarray]:

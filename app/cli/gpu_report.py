@@ -13,13 +13,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from app.cli.options import OutputFolder, seconds
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("gpu-report"),
+    parser.add_argument("--out", type=OutputFolder("report folder"), default=Path("gpu-report"),
                         help="folder for report.json and report.md (default: gpu-report)")
-    parser.add_argument("--budget-s", type=float, default=540.0,
+    parser.add_argument("--budget-s", type=seconds(0.0, 86400.0), default=540.0,
                         help="time budget in seconds; later sections are skipped past it")
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")
 
@@ -39,9 +41,6 @@ def cuda_problem() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.budget_s > 0:
-        print(f"gpu-report: --budget-s {args.budget_s}: must be a positive number of seconds")
-        return 2
     problem = cuda_problem()
     if problem:
         print(f"gpu-report: {problem}")

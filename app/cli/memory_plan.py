@@ -12,31 +12,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+from pathlib import Path
 from typing import Any
+
+from app.cli.options import InputFile, Number
 
 GIB = 1 << 30
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--free-gib", type=float, default=None, metavar="N",
+    parser.add_argument("--free-gib", type=Number(float, 0.0, 65536.0, unit="GiB"), default=None,
+                        metavar="N",
                         help="free GPU memory to plan for, in GiB (default: ask the GPU)")
-    parser.add_argument("--settings", default=None, metavar="TOML",
+    parser.add_argument("--settings", type=InputFile("settings file (TOML)"), default=None,
+                        metavar="TOML",
                         help="settings file to plan for (default: the app's settings)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.free_gib is not None and not (math.isfinite(args.free_gib) and args.free_gib >= 0):
-        print(f"memory-plan: --free-gib {args.free_gib}: must be a number of GiB ≥ 0")
-        return 2
     settings, source = read_settings(args.settings)
     plan = build_plan(settings, source, args.free_gib)
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     return 0
 
 
-def read_settings(path: str | None) -> tuple[Any, str]:
+def read_settings(path: Path | str | None) -> tuple[Any, str]:
     """The settings to plan for and where they came from; never writes (defaults if the file
     is missing or cannot be used)."""
     from pathlib import Path

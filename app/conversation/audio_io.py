@@ -13,11 +13,13 @@ while the app runs is not offered until the next start.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from app.audio.audio_file import finite_or_silence
 from app.audio.backend import (
     AudioBackend,
     AudioUnavailableError,
@@ -93,6 +95,8 @@ class AudioIO:
         # Replaced whole (never mutated) so the device threads always see a consistent tuple.
         self._input_taps: tuple[InputTap, ...] = ()
         self._output_mixers: tuple[OutputMixer, ...] = ()
+        self.non_finite_input_samples = 0  # NaN/Inf from the microphone, heard as silence
+        self._non_finite_reported = False
 
     # ---- the voice loop's side -------------------------------------------------------------
 
@@ -177,7 +181,20 @@ class AudioIO:
 
     # ---- device callbacks (device threads: copy and post only) ------------------------------
 
+    def input_warnings(self) -> list[PipelineEvent]:
+        """Once per session: the microphone sent samples that are not numbers."""
+        if not self.non_finite_input_samples or self._non_finite_reported:
+            return []
+        self._non_finite_reported = True
+        return [ErrorReported(
+            "bad_audio", "The microphone sends samples that are not numbers (NaN or "
+            "infinite); they are heard as silence.",
+            "If this repeats, choose another microphone in the settings or update its driver.")]
+
     def _on_input(self, block: np.ndarray, adc_time_s: float) -> None:
+        if not math.isfinite(float(block.sum(dtype=np.float64))):  # no array allocated
+            block, bad = finite_or_silence(block)
+            self.non_finite_input_samples += bad
         capture = self._listener.capture
         capture.push(block, self._clock.from_device_time(adc_time_s))
         for tap in self._input_taps:
@@ -187,12 +204,17 @@ class AudioIO:
     def _on_output(self, out: np.ndarray, dac_time_s: float) -> None:
         dac = self._clock.from_device_time(dac_time_s)
         player = self.player
+        rate = self.reply_waveform.sample_rate_hz
+
+        def mix(block: np.ndarray) -> None:
+            for mixer in self._output_mixers:
+                mixer(block, dac, rate)
+
         if player is not None:
-            player.fill(out, dac)
+            player.fill(out, dac, mix if self._output_mixers else None)  # its limiter is last
         else:
             out.fill(0.0)
-        for mixer in self._output_mixers:
-            mixer(out, dac, self.reply_waveform.sample_rate_hz)
+            mix(out)
         self.reply_waveform.write(out)
         self._listener.echo_canceller.observe_playback(out, dac)
 

@@ -245,6 +245,7 @@ class Pipeline:
             self._run(self._controller.on_frames(frames, self.clock.now(),
                                                  self._echo.echo_guard))
         self._turn_feed.pump(self._controller.user_turn_id)
+        self._emit_all(self._io.input_warnings())
         self.tools.poll()
         self._emit_all(self._echo.poll(self.clock.now()))
 
@@ -404,7 +405,8 @@ class Pipeline:
         route = self._routes.get(item.seq)
         if route is None or route.cancel.is_set():
             if item.seq == 0 and isinstance(event, ReplyFailed):
-                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice,
+                                            event.turn_id))
             elif item.seq == 0 and isinstance(event, ReplyText):  # idle-time transcripts
                 self._emit(ev.TranscriptUpdated(event.turn_id, event.role, event.text,
                                                 event.final))
@@ -426,7 +428,8 @@ class Pipeline:
             self._emit(ev.ErrorReported(event.category, event.message, event.advice))
         elif isinstance(event, ReplyDone | ReplyFailed):
             if isinstance(event, ReplyFailed):
-                self._emit(ev.ErrorReported(event.category, event.message, event.advice))
+                self._emit(ev.ErrorReported(event.category, event.message, event.advice,
+                                            event.turn_id))
             if self._io.player is None:
                 self._reply_over(route.turn_id, 0, DEFAULT_REPLY_RATE_HZ, self.clock.now(),
                                  interrupted=False)

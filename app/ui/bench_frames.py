@@ -11,10 +11,15 @@ import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--frames", type=int, default=300, help="waveform frames to time")
-    parser.add_argument("--width", type=int, default=1080, help="waveform width in pixels")
-    parser.add_argument("--events", type=int, default=20_000, help="events through the bridge")
-    parser.add_argument("--speed", type=float, default=4.0,
+    from app.cli.options import Number, count
+
+    parser.add_argument("--frames", type=count(1, 1_000_000), default=300,
+                        help="waveform frames to time")
+    parser.add_argument("--width", type=count(100, 10_000, unit="pixels"), default=1080,
+                        help="waveform width in pixels")
+    parser.add_argument("--events", type=count(1, 100_000_000), default=20_000,
+                        help="events through the bridge")
+    parser.add_argument("--speed", type=Number(float, 0, 1000, low_open=True), default=4.0,
                         help="speed of the demo conversation for the stall measurement")
 
 

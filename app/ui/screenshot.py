@@ -80,7 +80,7 @@ def take_screenshot(path: Path, demo: bool = False, port_factory: PortFactory | 
     from app.ui.application import create_application
 
     app = create_application()
-    settings = load_settings().settings
+    settings = load_settings(repair=False).settings  # a picture never rewrites the file
     state = state or ("demo" if demo else None)
     if state is None or port_factory is not None:
         return _save_plain(path, settings, state == "demo", port_factory, app)

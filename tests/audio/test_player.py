@@ -153,3 +153,42 @@ def test_ducking_lowers_the_level_with_a_ramp_and_restores_it() -> None:
 def test_fade_must_be_at_most_10_ms() -> None:
     with pytest.raises(ValueError):
         Player(RATE, 80, notify=lambda n: None, fade_ms=12)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_samples_that_are_not_numbers_are_played_as_silence(
+        bad: float, caplog: pytest.LogCaptureFixture) -> None:
+    speaker = Speaker()
+    speaker.player.begin_reply(1)
+    reply = tone(0.3)
+    reply[1000:3970] = bad  # 2,970 samples, as in the report that found it
+    speaker.player.enqueue(1, reply)
+    speaker.player.enqueue(1, np.full(480, bad, np.float32))
+    speaker.player.end_reply(1)
+    played = speaker.run(50)
+    assert np.all(np.isfinite(played)) and np.max(np.abs(played)) <= 0.5
+    assert np.count_nonzero(played == 0.0) >= 2970 + 480
+    assert speaker.player.non_finite_samples == 2970 + 480
+    assert sum("not numbers" in r.message for r in caplog.records) == 1  # once per reply
+
+
+def test_a_reply_at_plus_6_dbfs_never_clips() -> None:
+    speaker = Speaker()
+    speaker.player.begin_reply(1)
+    speaker.player.enqueue(1, tone(0.5, level=2.0))
+    speaker.player.end_reply(1)
+    played = speaker.run(60)
+    assert np.max(np.abs(played)) < 0.99 and speaker.player.limiter.limited_samples > 0
+    assert np.count_nonzero(np.abs(played) > 0.9) > 1000  # turned down, not silenced
+
+
+def test_what_is_mixed_in_goes_through_the_limiter_too() -> None:
+    speaker = Speaker()
+    out = np.zeros(BLOCK, np.float32)
+
+    def loud_tone(block: np.ndarray) -> None:
+        block += tone(BLOCK / RATE, level=3.0)
+
+    for _ in range(5):
+        speaker.player.fill(out, 0.0, loud_tone)
+        assert np.max(np.abs(out)) < 0.99

@@ -41,7 +41,7 @@ def test_wav_round_trip_keeps_rate_and_channels(tmp_path) -> None:
     back, rate = read_wav(tmp_path / "x.wav")
     assert rate == 44100 and back.shape == (441, 2)
     np.testing.assert_allclose(back, pcm, atol=1 / 32000)
-    with pytest.raises(ValueError, match="not a readable audio file"):
+    with pytest.raises(ValueError, match="is not a sound file this app can decode"):
         (tmp_path / "bad.wav").write_text("nope")
         read_wav(tmp_path / "bad.wav")
 

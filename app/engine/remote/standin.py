@@ -233,26 +233,28 @@ class StandInServer:
     async def _stream(self, record: RequestRecord, req: ChatRequest, rid: str,
                       audios: list[np.ndarray]) -> AsyncIterator[Any]:
         """The reply, made after the headers are out (as the real server generates it)."""
-        faults, created = self.faults, int(time.time())
-        model = req.model or self.model_name
-        text_only = req.modalities == ["text"]
-        last_is_audio = not isinstance(req.messages[-1].get("content"), str)
-        reply = await asyncio.to_thread(echo_reply, audios, last_is_audio)
-
-        def chunk(delta: dict[str, Any], finish: str | None = None,
-                  usage: dict[str, int] | None = None) -> ServerSentEvent:
-            data: dict[str, Any] = {"id": f"chatcmpl-{rid}", "object": "chat.completion.chunk",
-                                    "created": created, "model": model, "choices": [
-                                        {"index": 0, "delta": delta, "finish_reason": finish}]}
-            if usage is not None:
-                data["usage"] = usage
-            return ServerSentEvent(json.dumps(data))
-
-        seconds = len(reply) / 2 / REPLY_RATE_HZ
-        words = f"(stand-in) You said {seconds:.1f} seconds of something.".split(" ")
-        pieces: list[bytes | str] = (list(_split(reply, faults.odd_audio_bytes))
-                                     if not text_only else [w + " " for w in words])
+        # Everything runs inside the try: a client that goes away while the reply is still
+        # being made (under load that can take a while) is an abort too.
         try:
+            faults, created = self.faults, int(time.time())
+            model = req.model or self.model_name
+            text_only = req.modalities == ["text"]
+            last_is_audio = not isinstance(req.messages[-1].get("content"), str)
+            reply = await asyncio.to_thread(echo_reply, audios, last_is_audio)
+
+            def chunk(delta: dict[str, Any], finish: str | None = None,
+                      usage: dict[str, int] | None = None) -> ServerSentEvent:
+                data: dict[str, Any] = {"id": f"chatcmpl-{rid}", "object": "chat.completion.chunk",
+                                        "created": created, "model": model, "choices": [
+                                            {"index": 0, "delta": delta, "finish_reason": finish}]}
+                if usage is not None:
+                    data["usage"] = usage
+                return ServerSentEvent(json.dumps(data))
+
+            seconds = len(reply) / 2 / REPLY_RATE_HZ
+            words = f"(stand-in) You said {seconds:.1f} seconds of something.".split(" ")
+            pieces: list[bytes | str] = (list(_split(reply, faults.odd_audio_bytes))
+                                         if not text_only else [w + " " for w in words])
             if faults.first_audio_delay_s:
                 await asyncio.sleep(faults.first_audio_delay_s)
             if faults.role_chunk_alone:

@@ -34,4 +34,4 @@ def test_bench_engine_e2e_tiny_reports_ttfa_rtf_and_cancel_latency(
 
 def test_bench_engine_e2e_needs_random_weights(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "engine-e2e"]) == 2
-    assert "--random-weights" in capsys.readouterr().out
+    assert "--random-weights" in capsys.readouterr().err

@@ -17,8 +17,10 @@ from app.settings import Settings
 def remote_settings(url: str, values: dict[str, object] | None = None,
                     **engine: object) -> Settings:
     """Settings for the remote engine at ``url``; ``engine`` sets ``engine.*`` keys, ``values``
-    any ``group.key``."""
-    changes: dict[str, object] = {"engine.kind": "remote", "engine.remote_url": url}
+    any ``group.key``. Turns end by silence (the pipelines here time the user's turns; the
+    end-of-turn model has its own tests)."""
+    changes: dict[str, object] = {"engine.kind": "remote", "engine.remote_url": url,
+                                  "vad.smart_endpoint": False}
     changes.update({f"engine.{k}": v for k, v in engine.items()})
     changes.update(values or {})
     return Settings().with_values(changes)
