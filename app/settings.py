@@ -139,10 +139,10 @@ class StreamingSettings(_Group):
         ge=0,
         le=131072,
         description="GPU memory (MiB) the voice decoder may keep to speak a reply at an even "
-        "pace: about 220 MiB per second of voice prompt plus reply. Past it the reply sounds "
-        "exactly the same, but each further piece takes longer to compute, so very long replies "
-        "may stutter on a slow GPU. 0 = no limit (the longest reply's worth is set aside). The "
-        "GPU memory check counts it.",
+        "pace: about 110 MiB per second of voice prompt plus reply (fp16 on a GPU). Past it the "
+        "reply sounds exactly the same, but each further piece takes longer to compute, so very "
+        "long replies may stutter on a slow GPU. 0 = no limit (the longest reply's worth is set "
+        "aside). The GPU memory check counts it.",
     )
 
 
