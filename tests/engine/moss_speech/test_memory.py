@@ -65,6 +65,7 @@ def test_exchanges_are_remembered_in_order_with_what_the_user_heard(
     assert heard.rows == tuple(turn_rows(tokenizer, spoken(*CODES))
                                + turn_rows(tokenizer, Turn("assistant", (9, 10))))
     assert unheard.rows == tuple(turn_rows(tokenizer, spoken(11)))
+    assert (heard.user, heard.assistant) == (spoken(*CODES), Turn("assistant", (9, 10)))
     assert (unheard.user, unheard.assistant) == (spoken(11), None)
     assert memory.exchanges == [heard, unheard]
     assert memory.history_rows() == system + list(heard.rows) + list(unheard.rows)
@@ -145,6 +146,20 @@ def test_when_it_must_drop_it_drops_the_oldest_until_an_eighth_is_free(
     assert again > 0 and memory.dropped == dropped + again  # counted over the conversation
 
 
+def test_dropping_stops_as_soon_as_the_history_is_down_to_the_target(
+        tokenizer: MossTokenizer) -> None:
+    """Even when it lands on the target exactly, and the capacity is no multiple of 8."""
+    memory = memory_with(tokenizer, 8)
+    per_exchange = len(memory.exchanges[0].rows)
+    assert {len(e.rows) for e in memory.exchanges} == {per_exchange}
+    capacity = 401  # an eighth: 50 rows (rounded down)
+    kept = memory.history_rows_count - 4 * per_exchange  # what 4 dropped exchanges leave
+    limit = kept + capacity // 8  # so the target is exactly `kept`
+    memory.capacity_rows = capacity
+    assert memory.make_room(capacity - limit) == 4
+    assert memory.history_rows_count == kept and len(memory.exchanges) == 4
+
+
 def test_a_turn_that_fits_only_without_any_exchange_drops_them_all(
         tokenizer: MossTokenizer) -> None:
     memory = memory_with(tokenizer, 4, capacity_rows=300)
@@ -163,7 +178,9 @@ def test_a_turn_longer_than_the_context_is_refused_with_advice(tokenizer: MossTo
     error = refused.value
     assert str(error) == (f"This turn needs {301} rows of model context (with room for the "
                           f"longest reply) but the context holds 300.")
-    assert error.category == "input" and "Context max rows" in error.action
+    assert error.category == "input"
+    assert error.action == ("Speak in shorter turns, raise Settings → Engine → Context max rows, "
+                            "or lower Sampling → Max new rows.")
     assert len(memory.exchanges) == 2 and memory.dropped == 0  # nothing lost by refusing
     with pytest.raises(ContextFullError):
         memory.prompt(spoken(*range(300)), reserve_rows=0)
