@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from app.paths import settings_path
 from app.settings import Settings
@@ -152,5 +153,10 @@ def test_with_value_validates() -> None:
 
 
 def test_settings_are_immutable() -> None:
-    with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError
-        Settings().vad.threshold = 0.9  # type: ignore[misc]
+    settings = Settings()
+    with pytest.raises(ValidationError, match="frozen_instance") as group_error:
+        settings.vad.threshold = 0.9  # type: ignore[misc]
+    assert group_error.value.errors()[0]["loc"] == ("threshold",)
+    with pytest.raises(ValidationError, match="frozen_instance"):
+        settings.vad = settings.vad  # type: ignore[misc]
+    assert settings.vad.threshold == Settings().vad.threshold

@@ -92,18 +92,49 @@ def test_dims_from_folder_reads_config_or_falls_back(tmp_path: Path) -> None:
     assert dims_from_folder(None) == ModelDims()
 
 
-def test_gpu_query_without_cuda_explains_why() -> None:
-    result = query_gpu_memory()
-    try:
-        import torch
+@pytest.fixture
+def gpu_answer(monkeypatch: pytest.MonkeyPatch):
+    """Sets what torch.cuda answers, so the query is checked the same on every machine."""
+    import torch
 
-        has_cuda = torch.cuda.is_available()
-    except Exception:
-        has_cuda = False
-    if has_cuda:
-        assert result.gpus and result.best is not None and result.best.free_bytes > 0
-    else:
-        assert result.gpus == () and result.note and result.best is None
+    def answer(gpus: list[tuple[str, int, int]], cuda_build: str | None = "12.4",
+               failure: Exception | None = None) -> None:
+        def mem_get_info(index: int) -> tuple[int, int]:
+            if failure is not None:
+                raise failure
+            return gpus[index][1], gpus[index][2]
+
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: bool(gpus))
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+        monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: gpus[index][0])
+        monkeypatch.setattr(torch.version, "cuda", cuda_build)
+
+    return answer
+
+
+def test_gpu_query_without_cuda_explains_why(gpu_answer) -> None:
+    gpu_answer([], cuda_build=None)
+    result = query_gpu_memory()
+    assert result.gpus == () and result.best is None and "a CPU-only build" in result.note
+    gpu_answer([], cuda_build="12.4")
+    assert "no usable CUDA device" in query_gpu_memory().note
+
+
+def test_gpu_query_lists_every_gpu_and_the_best_has_the_most_free_memory(gpu_answer) -> None:
+    gpu_answer([("RTX 3060", 5 * GIB, 12 * GIB), ("RTX 4090", 20 * GIB, 24 * GIB)])
+    result = query_gpu_memory()
+    assert [(g.index, g.name, g.free_bytes, g.total_bytes) for g in result.gpus] == [
+        (0, "RTX 3060", 5 * GIB, 12 * GIB), (1, "RTX 4090", 20 * GIB, 24 * GIB)]
+    assert result.best is result.gpus[1] and result.note == ""
+
+
+def test_gpu_query_never_raises(gpu_answer, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu_answer([("RTX 4090", 20 * GIB, 24 * GIB)], failure=RuntimeError("driver too old"))
+    result = query_gpu_memory()
+    assert result.gpus == () and result.note == "CUDA query failed (RuntimeError: driver too old)"
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ModuleNotFoundError
+    assert query_gpu_memory().note.startswith("torch cannot be imported (ModuleNotFoundError")
 
 
 def test_preflight_and_model_store_do_not_load_torch_or_qt() -> None:

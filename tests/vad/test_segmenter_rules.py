@@ -1,0 +1,130 @@
+"""The segmenter's rules at their exact boundaries, and what each update reports.
+
+test_segmenter.py shows the rules on typical speech; here every threshold is met exactly, or
+missed by a fraction of a millisecond, and the fields of ``VadUpdate`` are checked frame by frame
+(the turn controller reads them: onset and last voiced times, voiced and silence durations).
+"""
+
+from __future__ import annotations
+
+import pytest
+from voice_helpers import vad_updates
+
+from app.settings import VadSettings
+from app.vad.base import FRAME_S, HYSTERESIS, Segmenter, VadParams, VadState
+
+FRAME_MS = FRAME_S * 1000  # 32 ms
+
+
+def first_frame_with(event: str, probabilities: list[float], params: VadParams,
+                     offset: int = 0) -> int | None:
+    """Index (in frames after ``offset`` quiet frames) of the first update with ``event``."""
+    updates = vad_updates([0.0] * offset + probabilities, params)
+    for i, update in enumerate(updates[offset:]):
+        if update.event == event:
+            return i
+    return None
+
+
+def test_every_setting_reaches_the_params() -> None:
+    vad = VadSettings(threshold=0.7, min_speech_ms=120, endpoint_silence_ms=640, pre_roll_ms=90)
+    assert VadParams.from_settings(vad) == VadParams(threshold=0.7, min_speech_ms=120,
+                                                     endpoint_silence_ms=640, pre_roll_ms=90)
+
+
+def test_the_lower_threshold_never_goes_below_one_percent() -> None:
+    assert VadParams(threshold=0.1).negative_threshold == 0.01
+    assert VadParams(threshold=0.6).negative_threshold == pytest.approx(0.6 - HYSTERESIS)
+
+
+def test_a_frame_exactly_at_the_threshold_is_speech_and_exactly_at_the_lower_one_keeps_it() -> None:
+    params = VadParams()
+    low = params.negative_threshold
+    assert vad_updates([params.threshold], params)[0].event == "candidate"
+    assert vad_updates([params.threshold - 0.001], params)[0].event is None
+    # the lower threshold keeps a candidate going and, after the onset, keeps speaking
+    updates = vad_updates([0.9] + [low] * 10, params)
+    assert [u.event for u in updates if u.event] == ["candidate", "onset"]
+    assert updates[-1].state == VadState.SPEAKING
+    assert vad_updates([0.9, low - 0.001], params)[1].event == "dropped"
+
+
+def test_resuming_a_pause_needs_the_full_threshold_exactly() -> None:
+    params = VadParams(min_speech_ms=0)
+    at = vad_updates([0.9, 0.0, params.threshold], params)
+    assert [u.event for u in at] == ["onset", "paused", "resumed"]
+    below = vad_updates([0.9, 0.0, params.threshold - 0.001], params)
+    assert [u.event for u in below] == ["onset", "paused", None]
+
+
+@pytest.mark.parametrize("offset", range(40))  # start times whose float sums land either side
+def test_speech_lasting_exactly_min_speech_is_an_onset(offset: int) -> None:
+    params = VadParams(min_speech_ms=8 * FRAME_MS)
+    assert first_frame_with("onset", [0.9] * 12, params, offset) == 7  # the 8th frame
+
+
+def test_speech_a_fraction_of_a_millisecond_short_of_min_speech_is_not_yet_an_onset() -> None:
+    params = VadParams(min_speech_ms=8 * FRAME_MS + 0.1)
+    assert first_frame_with("onset", [0.9] * 12, params) == 8  # the 9th frame, not the 8th
+
+
+@pytest.mark.parametrize("offset", range(40))
+def test_silence_lasting_exactly_the_endpoint_silence_is_the_endpoint(offset: int) -> None:
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
+    assert first_frame_with("endpoint", [0.9] + [0.0] * 8, params, offset) == 5
+
+
+def test_silence_a_fraction_of_a_millisecond_short_is_not_yet_the_endpoint() -> None:
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS + 0.1)
+    assert first_frame_with("endpoint", [0.9] + [0.0] * 8, params) == 6
+
+
+def test_updates_report_times_and_durations_frame_by_frame() -> None:
+    params = VadParams(min_speech_ms=3 * FRAME_MS, endpoint_silence_ms=3 * FRAME_MS)
+    probabilities = [0.0, 0.8, 0.7, 0.6, 0.9, 0.1, 0.1, 0.1]
+    updates = vad_updates(probabilities, params)
+    assert [(u.start_s, u.end_s, u.probability) for u in updates] == [
+        (pytest.approx(i * FRAME_S), pytest.approx((i + 1) * FRAME_S), p)
+        for i, p in enumerate(probabilities)]
+    expected = [  # state, event, onset (frames), last voiced (frames), voiced ms, silence ms
+        (VadState.QUIET, None, None, None, 0.0, 0.0),
+        (VadState.STARTING, "candidate", 1, 2, 1 * FRAME_MS, 0.0),
+        (VadState.STARTING, None, 1, 3, 2 * FRAME_MS, 0.0),
+        (VadState.SPEAKING, "onset", 1, 4, 3 * FRAME_MS, 0.0),
+        (VadState.SPEAKING, None, 1, 5, 4 * FRAME_MS, 0.0),
+        (VadState.STOPPING, "paused", 1, 5, 4 * FRAME_MS, 1 * FRAME_MS),
+        (VadState.STOPPING, None, 1, 5, 4 * FRAME_MS, 2 * FRAME_MS),
+        (VadState.QUIET, "endpoint", 1, 5, 4 * FRAME_MS, 3 * FRAME_MS),
+    ]
+    for update, (state, event, onset, last, voiced_ms, silence_ms) in zip(updates, expected,
+                                                                          strict=True):
+        assert (update.state, update.event) == (state, event)
+        assert update.onset_s == (None if onset is None else pytest.approx(onset * FRAME_S))
+        assert update.last_voiced_s == (None if last is None else pytest.approx(last * FRAME_S))
+        assert update.voiced_ms == pytest.approx(voiced_ms)
+        assert update.silence_ms == pytest.approx(silence_ms)
+
+
+def test_a_dropped_candidate_reports_no_silence_and_leaves_no_onset_behind() -> None:
+    updates = vad_updates([0.9, 0.9, 0.0, 0.0], VadParams())
+    dropped = updates[2]
+    assert (dropped.event, dropped.state) == ("dropped", VadState.QUIET)
+    assert dropped.silence_ms == 0.0 and dropped.voiced_ms == pytest.approx(2 * FRAME_MS)
+    assert (updates[3].onset_s, updates[3].last_voiced_s, updates[3].voiced_ms) == (None, None,
+                                                                                   0.0)
+
+
+def test_a_resumed_utterance_measures_its_next_pause_from_the_resuming_frame() -> None:
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=3 * FRAME_MS)
+    updates = vad_updates([0.9, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0], params)
+    assert [u.event for u in updates] == ["onset", "paused", None, "resumed", "paused", None,
+                                          "endpoint"]
+    assert updates[3].last_voiced_s == pytest.approx(4 * FRAME_S)
+    assert updates[3].voiced_ms == pytest.approx(4 * FRAME_MS)
+    assert updates[-1].silence_ms == pytest.approx(3 * FRAME_MS)
+
+
+def test_a_fresh_segmenter_reports_nothing_before_speech() -> None:
+    update = Segmenter().update(0.0, 0.0, FRAME_S)
+    assert (update.onset_s, update.last_voiced_s) == (None, None)
+    assert (update.voiced_ms, update.silence_ms, update.event) == (0.0, 0.0, None)
