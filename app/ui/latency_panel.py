@@ -77,15 +77,15 @@ def endpoint_text(record: TurnRecord) -> str:
     decision = record.endpoint_decision
     if decision is None:
         return "End of turn: –"
-    by = {"model": "the end-of-turn model said finished", "cap": "the turn was too long",
-          "release": "you released the key"}.get(decision.by, "silence")
-    text = f"End of turn after {decision.silence_ms:.0f} ms of silence: {by}"
+    by = {"model": ": the end-of-turn model said finished", "cap": ": the turn was too long",
+          "release": ": you released the key"}.get(decision.by, "")
+    text = f"End of turn after {decision.silence_ms:.0f} ms of silence{by}"
     if decision.probability is not None:
         verdict = "finished" if decision.by == "model" else "not finished"
         text += f" (model: {verdict}, p = {decision.probability:.2f}"
         text += f", {decision.model_ms:.0f} ms)" if decision.model_ms is not None else ")"
-    elif decision.by == "silence":
-        text += " (no model verdict)"
+    elif decision.by == "silence":  # the model is off (the default) or was not asked
+        text += " (no end-of-turn model verdict)"
     return text
 
 

@@ -106,4 +106,5 @@ def test_the_endpoint_decision_is_its_own_stage(qtbot: QtBot) -> None:
     panel.add_record(replace(record(2), endpoint_decision=late))
     assert "not finished, p = 0.12" in panel.endpoint_label.text()
     panel.add_record(replace(record(3), endpoint_decision=EndpointDecision("silence", 512.0)))
-    assert "no model verdict" in panel.endpoint_label.text()
+    assert panel.endpoint_label.text() == ("End of turn after 512 ms of silence"
+                                           " (no end-of-turn model verdict)")
