@@ -10,7 +10,7 @@ reply does, :mod:`app.conversation.end_of_turn` when a paused turn is over, and
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from app.conversation.turn_actions import (
@@ -28,6 +28,16 @@ from app.events import ConversationState
 from app.vad.base import Segmenter, VadParams, VadState, VadUpdate
 
 State = ConversationState
+
+
+@dataclass(frozen=True)
+class Closing:
+    """A turn the end-of-turn model ended early, while speech that goes on would still resume
+    it (:mod:`app.conversation.end_of_turn`)."""
+
+    turn_id: int
+    onset_s: float
+    pause: int
 
 
 class TurnState:
@@ -56,6 +66,7 @@ class TurnState:
         self._verdict: float | None = None  # its answer for the current pause
         self._episode_start_s: float | None = None  # the speech now heard began here ...
         self._episode_end_s = 0.0  # ... and was last voiced here
+        self._closing: Closing | None = None  # an early end that speech may still take back
         self._actions: list[Action] = []
 
     @property

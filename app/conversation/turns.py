@@ -52,6 +52,7 @@ from app.conversation.turn_actions import (  # also used by the pipeline as t.St
     StateSet,
     TurnAbandoned,
     TurnEnded,
+    TurnResumed,
     TurnStarted,
 )
 from app.conversation.turn_params import TurnParams
@@ -62,7 +63,7 @@ from app.vad.base import VadFrame, VadParams, VadState, VadUpdate
 __all__ = ["DIP_TOLERANCE_S", "TURN_COMMANDS", "Action", "DuckSet", "EndpointQuery",
            "FalseInterruption", "ReplyInterrupted", "SpeculationCancelled",
            "SpeculationStarted", "State", "StateSet", "TurnAbandoned", "TurnController",
-           "TurnEnded", "TurnParams", "TurnStarted"]
+           "TurnEnded", "TurnParams", "TurnResumed", "TurnStarted"]
 
 TURN_COMMANDS = (ev.PressToTalk, ev.ReleaseToTalk, ev.StopReply, ev.SetMuted, ev.SetListenMode)
 
@@ -75,6 +76,8 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
             actions = self.set_mode(params.mode, now_s, params)
         else:
             self.params = params
+            if not params.smart:
+                self.finish_closing(now_s)
             actions = self._flush(now_s)
         self._segmenter.params = self._segmenter_params()
         return actions
@@ -96,16 +99,20 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
         raise TypeError(f"not a turn-taking command: {command!r}")
 
     def on_frames(self, frames: list[VadFrame], now_s: float,
-                  echo_guard: bool = False) -> list[Action]:
+                  echo_guard: bool = False, echo_settled: bool = True) -> list[Action]:
         """Scored VAD frames in capture order; ``now_s`` is when they are processed.
         ``echo_guard``: the echo canceller is not trusted yet, so speech during a reply must
-        not stop it."""
+        not stop it. ``echo_settled``: a reply's echo would be cancelled (or there is none), so
+        a person going on over an early reply would be heard (see ``endpoint_verdict``)."""
+        self._echo_settled = echo_settled
         for frame in frames:
             update = self._segmenter.step(frame)
             if self.muted:
                 continue
             if self.params.mode == "push_to_talk":
                 self._ptt_vad(update, now_s)
+            elif self._closing is not None and self._closing_vad(update, now_s, echo_guard):
+                continue
             elif self._user_turn is not None:
                 self._turn_vad(update, now_s)
             else:
@@ -127,6 +134,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
 
     def stop_reply(self, now_s: float) -> list[Action]:
         self._interrupt(now_s, now_s, "stop")
+        self.finish_closing(now_s)
         return self._flush(now_s)
 
     def set_muted(self, muted: bool, now_s: float) -> list[Action]:
@@ -145,6 +153,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
     def _update_muted(self, now_s: float) -> list[Action]:
         muted = self._user_muted or self._paused_by_app
         if muted and not self.muted:
+            self.finish_closing(now_s)
             self._abandon_turn(now_s)
             self._pressed = False
         self.muted = muted
@@ -153,6 +162,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
     def set_mode(self, mode: ListenMode, now_s: float,
                  params: TurnParams | None = None) -> list[Action]:
         if mode != self.params.mode:
+            self.finish_closing(now_s)
             self._abandon_turn(now_s)
             self._pressed = False
         self.params = replace(params or self.params, mode=mode)
@@ -168,7 +178,10 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
         """The reply played out, failed, or was silenced."""
         if turn_id == self._reply_turn:
             self._reply_turn, self._reply_audible = None, False
-            if not self.params.barge_in or self._ducked:
+            closing = self._closing is not None and self._closing.turn_id == turn_id
+            if closing:  # speech going on still resumes the turn (no reply to mistake it for)
+                self._resume_heard_s = None
+            elif not self.params.barge_in or self._ducked:
                 # What the VAD heard during the reply was ignored (or not yet confirmed), and
                 # may have been the reply itself (speakers): speech now has to show a fresh
                 # onset to start a turn (its pre-roll still covers a person already talking).

@@ -26,6 +26,7 @@ class Script:
         self.frame = 0
         self.log: list[tuple[int, t.Action]] = []
         self.guard = False  # the echo canceller's warm-up guard
+        self.settled = True  # the echo canceller has converged (or there is no echo)
         self._pumped_at: dict[int, float] = {}  # frame count → time of the pump that took it
 
     @property
@@ -39,7 +40,8 @@ class Script:
             self.frame += len(batch)
             for frame in batch:
                 self._pumped_at[round(frame.end_s / FRAME_S)] = self.now
-            self._keep(self.controller.on_frames(batch, self.now, echo_guard=self.guard))
+            self._keep(self.controller.on_frames(batch, self.now, echo_guard=self.guard,
+                                                 echo_settled=self.settled))
         return self
 
     def call(self, method: str, *args: object) -> Script:
