@@ -15,7 +15,7 @@ STAMP := $(VENV)/.moss-voice-installed
 # The smart-turn end-of-turn model, taken from the pipecat-ai wheel (scripts/fetch_smart_turn.py).
 SMART_TURN := app/vad/data/smart-turn-v3.2-cpu.onnx
 
-.PHONY: setup run test test-under-load lint package clean actionlint installer-check
+.PHONY: setup run test test-under-load lint package clean actionlint installer-check gpu-report
 
 setup: $(STAMP) $(SMART_TURN)
 
@@ -45,6 +45,13 @@ test-under-load: setup
 # dist/moss-voice-<version>-linux-<arch>.tar.gz. See README, "Installing".
 package: setup
 	$(PY) packaging/build.py
+
+# On a CUDA machine: GPU tests, full-size benchmarks per precision and decode step, codec
+# streaming, TTFA/RTF and peak memory against the VRAM plan -> gpu-report/report.{json,md}
+# (docs/memory.md). Without CUDA it exits 2 at once. No `setup` first: it must not install.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-report:
+	@$(GPU_PY) -m app gpu-report
 
 # GitHub Actions workflows checked by actionlint (from the dev extras; shellcheck on PATH checks
 # the run: scripts too). tests/test_workflows.py runs the same in make test.

@@ -37,8 +37,9 @@ def test_simulated_echo_with_and_without_the_canceller(
         assert summary["turns"] == 3 and summary["replies_interrupted"] == 0
         assert summary["echo"]["canceller"] == "pywebrtc-audio"
         assert summary["echo"]["erle_db"] > 20
-    else:  # the app hears itself: its replies are cut short and answered
-        assert summary["replies_interrupted"] >= 3 and summary["turns"] > 3
+    else:  # the app hears itself: its replies are cut short (what it heard of itself may
+        # start a turn of its own, or run into the person's next turn)
+        assert summary["replies_interrupted"] >= 3 and summary["turns"] >= 3
     printed = capsys.readouterr().out
     assert f"echo: {mode}" in printed and "false interruptions" in printed
 

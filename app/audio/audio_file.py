@@ -61,7 +61,8 @@ def quiet_native_stderr() -> Iterator[None]:
     except OSError:  # no descriptor 2 (a windowed app): nothing to hide
         yield
         return
-    sys.stderr.flush()
+    if sys.stderr is not None:  # None in a build without a console
+        sys.stderr.flush()
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), 2)
         try:

@@ -25,6 +25,8 @@ SUBCOMMANDS: dict[str, str] = {
     "doctor": "app.cli.doctor",
     "converse": "app.cli.converse",
     "bench": "app.cli.bench",
+    "memory-plan": "app.cli.memory_plan",
+    "gpu-report": "app.cli.gpu_report",
 }
 
 

@@ -19,6 +19,8 @@ BENCHES: dict[str, str] = {
     "remote": "app.cli.bench_remote",
     "soak": "app.cli.bench_soak",
     "limiter": "app.cli.bench_limiter",
+    "parity": "app.cli.bench_parity",
+    "memory": "app.cli.bench_memory",
 }
 
 

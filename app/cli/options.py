@@ -169,6 +169,30 @@ def output_path_problem(path: Path, text: str = "", suffixes: Sequence[str] = ()
     return None
 
 
+class OutputFolder(Validator):
+    """A folder this command will write into: an existing folder that can be written, or one
+    that can be created (not a file). Nothing is created while checking."""
+
+    def __init__(self, what: str = "folder") -> None:
+        self.allowed = f"a {what} to write into (it is created if missing)"
+
+    def __call__(self, text: str) -> Path:
+        path = Path(text)
+        if not text.strip():
+            raise self.refuse(text, "is empty")
+        if path.exists() and not path.is_dir():
+            raise self.refuse(text, "is a file, not a folder")
+        existing = _first_existing(path)
+        if not existing.is_dir():
+            raise self.refuse(text, f"cannot be created ({existing} is a file)")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise self.refuse(text, f"cannot be written (the folder {existing} is not writable)")
+        return path
+
+    def bad_examples(self) -> list[str]:
+        return ["", str(Path(__file__)), str(Path(__file__)) + os.sep + "sub"]
+
+
 class InputFile(Validator):
     """An existing, readable, non-empty file."""
 

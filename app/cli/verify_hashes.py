@@ -13,10 +13,10 @@ from app.model_store import FolderKind, ModelStoreError
 
 
 def print_progress(progress: DownloadProgress) -> None:
-    sys.stderr.write(f"\r  {progress.repo_id}: {format_bytes(progress.bytes_done)} of "
-                     f"{format_bytes(progress.bytes_total)} read, "
-                     f"{format_duration(progress.eta_s)} left   ")
-    sys.stderr.flush()
+    # print() (not sys.stderr.write) also works in a build without a console (stderr None)
+    print(f"\r  {progress.repo_id}: {format_bytes(progress.bytes_done)} of "
+          f"{format_bytes(progress.bytes_total)} read, {format_duration(progress.eta_s)} left   ",
+          end="", file=sys.stderr, flush=True)
 
 
 def check_in_worker(kind: FolderKind, folder: Path, use_token: bool,
@@ -47,7 +47,7 @@ def check_in_worker(kind: FolderKind, folder: Path, use_token: bool,
         cancel.set()
         worker.join()
     if progress:
-        sys.stderr.write("\n")
+        print(file=sys.stderr)
     return outcome
 
 

@@ -1,116 +1,101 @@
 """VRAM preflight: how much GPU memory each weight precision needs, before anything is loaded.
 
-Torch-free arithmetic over the config dimensions (so the model manager, the settings panel and
-the engine share one estimate); only :func:`query_gpu_memory` imports torch, lazily, and the UI
-calls it off the GUI thread. The estimate is
+One plan for everything that asks (the engine build, the model manager's "On this GPU" column,
+the settings panel, ``python -m app memory-plan``): :func:`estimate` adds up the parts of
+:mod:`app.engine.vram_parts`, computed from module sizes (tied to the meta-device build of the
+published layout by the tests) and bounded transients, at the settings that decide them:
 
-    AR weights (by precision) + codec (fp32) + KV cache (context rows) + flow cache + margin
+    AR weights on the GPU (embedding tables on the host; heads int8 in int8/int4)
+    + codec (tokenizer + streaming flow in fp16, HiFT fp32; no offline flow)
+    + KV cache (context + the transcript pass's rows)
+    + flow cache (the codec's streaming state, up to ``[streaming] flow_cache_budget_mib``)
+    + prefill transient + codec transient (bounded attention, one layer at a time)
+    + runtime (workspaces, CUDA-graph pool, allocator slack: an estimate until measured)
 
-with the numbers of moss_speech_contract.md §1.1 (≈9.10 B parameters), §1.4 (160 KiB of bf16 KV
-per grid row) and §3.6/§5 (full codec ≈2.4 GiB allocated in fp32). The flow cache is the codec's
-streaming state (codec/flow_stream.py): ~17.6 MiB per code of voice prompt + reply in fp32, up
-to ``[streaming] flow_cache_budget_mib`` (the voice prompt's reused state lives inside it), or,
-with no budget, for the whole voice prompt and the longest reply.
+Torch-free; only :func:`query_gpu_memory` imports torch, lazily, and the UI calls it off the
+GUI thread. The flow cache is ~8.8 MiB per code of voice prompt + reply in fp16 (17.6 in fp32),
+up to the budget (the voice prompt's reused state lives inside it), or, with no budget, for the
+whole voice prompt and the longest reply.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from app.engine.vram_parts import (
+    CODEC_ACCELERATOR_DTYPE,
+    DENSE_BYTES,
+    ELEMENT_BYTES,
+    EMBEDDING_UNITS,
+    GIB,
+    HEAD_PRECISION,
+    HEAD_UNITS,
+    INT4_BYTES_PER_GROUP,
+    INT4_GROUP_SIZE,
+    INT8_SCALE_BYTES_PER_ROW,
+    KV_BYTES,
+    MIB,
+    PRECISIONS,
+    RUNTIME_FIXED_BYTES,
+    TRANSCRIPT_KV_ROWS,
+    CodecSizes,
+    ModelDims,
+    codec_dtype_name,
+    embeddings_on_host,
+    linear_bytes,
+    lm_weight_bytes,
+    prefill_transient_bytes,
+    runtime_bytes,
+    unit_format,
+)
 from app.settings import Settings
 
-GIB = 1 << 30
-MIB = 1 << 20
-
-# Weight-only quantisation policy the engine must match: the linear layers of the 40 decoder
-# layers are quantised; embeddings, norms and the two LM heads stay bf16 (the heads decide every
-# sampled token, and the tables are cheap to keep exact).
-# torchao's Int8Tensor keeps an fp32 scale and an int8 zero point per output channel
-# (measured; tests/engine/moss_speech/test_quantize.py ties this file to the loaded model).
-INT8_SCALE_BYTES_PER_ROW = 5
-INT4_GROUP_SIZE = 128
-INT4_BYTES_PER_GROUP = 4  # bf16 scale + bf16 zero point per group of 128 inputs
-DENSE_BYTES = {"fp32": 4, "bf16": 2, "int8": 2, "int4": 2}  # non-quantised tensors
-KV_BYTES = {"fp32": 4, "bf16": 2, "int8": 2, "int4": 2}  # the KV cache is never quantised
-
-CODEC_FP32_BYTES = int(2.4 * GIB)  # contract §3.6: full codec ≈2.4 GiB allocated in fp32
-# CUDA context (~0.5 GiB), prefill activations and allocator slack. HF's bf16 reference peaks
-# 1.6 GiB above its loaded weights (contract §5); this is an estimate, not a measurement.
-WORKING_MARGIN_BYTES = int(1.5 * GIB)
+__all__ = [  # re-exported: the engine, the UI and the tests import them from here
+    "DENSE_BYTES", "EMBEDDING_UNITS", "GIB", "HEAD_PRECISION", "HEAD_UNITS",
+    "INT4_BYTES_PER_GROUP", "INT4_GROUP_SIZE", "INT8_SCALE_BYTES_PER_ROW", "KV_BYTES", "MIB",
+    "PRECISIONS", "TRANSCRIPT_KV_ROWS", "CodecSizes", "ModelDims", "codec_dtype_name",
+    "embeddings_on_host", "linear_bytes", "lm_weight_bytes", "prefill_transient_bytes",
+    "unit_format",
+]
 
 CODES_PER_SECOND = 12.5  # voice-prompt and reply codes (one per grid row)
 VOICE_SECONDS_ASSUMED = 20.0  # the longest recommended voice prompt, when its file is unknown
+CODEC_SIZES = CodecSizes()  # the published codec (contract §3)
+# Headroom a live change must leave free (engine.refuse_growth, the warm-up's voice state):
+# the widest transients of the published model at the default context, and the fixed runtime.
+WORKING_MARGIN_BYTES = (prefill_transient_bytes(ModelDims(), 4096 + TRANSCRIPT_KV_ROWS, "bf16")
+                        + CODEC_SIZES.transient_bytes(CODEC_ACCELERATOR_DTYPE)
+                        + RUNTIME_FIXED_BYTES)
 
 # Preference order when recommending: best quality first. fp32 is never recommended: the
 # checkpoint is bf16, so fp32 only doubles memory.
 RECOMMENDATION_ORDER = ("bf16", "int8", "int4")
-PRECISIONS = ("bf16", "int8", "int4", "fp32")
+
+DEVICE_TYPES = ("cpu", "cuda", "npu")
 
 
-@dataclass(frozen=True)
-class ModelDims:
-    """The config.json dimensions that decide memory (defaults: MOSS-Speech, contract §1.1)."""
+def precision_problem(precision: str, device: str) -> str | None:
+    """Why ``precision`` cannot run on ``device`` ("cpu", "cuda", "cuda:1", "npu"; "auto" is
+    checked once it is resolved), or None when it can. Torch-free: the command-line checks, the
+    engine build and the benchmarks all ask this one function before anything is loaded.
 
-    hidden_size: int = 4096
-    intermediate_size: int = 12288
-    num_shared_layers: int = 32
-    num_modality_layers: int = 4
-    num_attention_heads: int = 32
-    num_key_value_heads: int = 8
-    head_dim: int = 128
-    vocab_size: int = 151680
-    audio_vocab_size: int = 16512
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> ModelDims:
-        """Dimensions from a MOSS-Speech config.json mapping (raises KeyError when incomplete)."""
-        H = int(config["hidden_size"])
-        n_heads = int(config["num_attention_heads"])
-        return cls(
-            hidden_size=H,
-            intermediate_size=int(config["intermediate_size"]),
-            num_shared_layers=int(config["num_shared_layers"]),
-            num_modality_layers=int(config["num_modality_layers"]),
-            num_attention_heads=n_heads,
-            num_key_value_heads=int(config["num_key_value_heads"]),
-            head_dim=int(config.get("head_dim") or H // n_heads),
-            vocab_size=int(config["vocab_size"]),
-            audio_vocab_size=int(config["audio_vocab_size"]),
-        )
-
-    @property
-    def num_decoder_layers(self) -> int:
-        """Layers holding weights and KV: the shared trunk plus the text and the audio branch."""
-        return self.num_shared_layers + 2 * self.num_modality_layers
-
-    def linear_shapes(self) -> list[tuple[int, int]]:
-        """(out, in) of every quantisable linear layer of one decoder layer."""
-        H, inter = self.hidden_size, self.intermediate_size
-        q_dim = self.num_attention_heads * self.head_dim
-        kv_dim = self.num_key_value_heads * self.head_dim
-        return [(q_dim, H), (kv_dim, H), (kv_dim, H), (H, q_dim),
-                (inter, H), (inter, H), (H, inter)]
-
-    def dense_params(self) -> int:
-        """Parameters that are never quantised: embeddings, heads and every norm."""
-        H = self.hidden_size
-        tables = 2 * (self.vocab_size + self.audio_vocab_size) * H  # embeddings + LM heads
-        norms_per_layer = 2 * H + 2 * self.head_dim
-        return tables + 2 * H + self.num_decoder_layers * norms_per_layer
-
-    def param_count(self) -> int:
-        linear = sum(o * i for o, i in self.linear_shapes()) * self.num_decoder_layers
-        return linear + self.dense_params()
-
-    def kv_bytes_per_row(self, precision: str = "bf16") -> int:
-        """K and V of every decoder layer for one grid row (160 KiB in bf16 for MOSS-Speech)."""
-        return (self.num_decoder_layers * 2 * self.num_key_value_heads * self.head_dim
-                * KV_BYTES[precision])
+    int4 runs only on CUDA: torchao's int4 weight-only layout (tile-packed for the tinygemm
+    kernel in torch) has no CPU or NPU kernel in torchao 0.18; int8 (torchao's Int8Tensor, plain
+    torch ops) runs everywhere torch runs."""
+    if precision not in PRECISIONS:
+        return f"precision {precision!r} is not one of {', '.join(PRECISIONS)}"
+    device_type = device.split(":", 1)[0]
+    if device_type == "auto":
+        return None
+    if device_type not in DEVICE_TYPES:
+        return f"device {device!r} is not one of auto, {', '.join(DEVICE_TYPES)} (cuda:N allowed)"
+    if precision == "int4" and device_type != "cuda":
+        return (f"int4 needs a CUDA GPU (its kernel is CUDA-only); on {device_type} choose "
+                "int8 or bf16")
+    return None
 
 
 def dims_from_folder(model_dir: Path | str | None) -> ModelDims:
@@ -128,8 +113,8 @@ def dims_from_folder(model_dir: Path | str | None) -> ModelDims:
 @dataclass(frozen=True)
 class FlowDims:
     """The flow decoder dimensions that decide its streaming state (defaults: the published
-    flow, contract §3.4, in the codec's float32). codec/flow_stream.py computes the same from
-    the loaded config; a test ties the two."""
+    flow, contract §3.4, in the codec's accelerator dtype). codec/flow_stream.py computes the
+    same from the loaded config; a test ties the two."""
 
     estimator_attention_blocks: int = 56  # n_blocks · (2 + num_mid_blocks) = 4 · 14
     estimator_attention_width: int = 512  # num_heads · attention_head_dim = 8 · 64
@@ -139,7 +124,7 @@ class FlowDims:
     encoder_up_blocks: int = 4  # at the mel rate
     encoder_width: int = 512
     token_mel_ratio: int = 4
-    element_bytes: int = 4
+    element_bytes: int = ELEMENT_BYTES[CODEC_ACCELERATOR_DTYPE]
     longest_codes: int = 3750  # the fixed noise buffer: 300 s of mel (prompt + reply)
 
     def estimator_bytes_per_code(self) -> int:
@@ -166,11 +151,15 @@ def flow_cache_bytes(budget_mib: int, max_new_rows: int,
     return kept * per_code + codes * dims.encoder_bytes_per_code()
 
 
-def flow_cache_bytes_for(settings: Settings) -> int:
-    """``flow_cache_bytes`` for the settings (the voice prompt's length read from its file)."""
+def flow_cache_bytes_for(settings: Settings, precision: str | None = None) -> int:
+    """``flow_cache_bytes`` for the settings (the voice prompt's length read from its file),
+    with the flow in the codec dtype of ``precision`` on a GPU (None: the accelerator dtype;
+    only fp32 differs, and only past the budget)."""
+    codec_dtype = codec_dtype_name("cuda", precision or "bf16")
     return flow_cache_bytes(settings.streaming.flow_cache_budget_mib,
                             settings.sampling.max_new_rows,
-                            voice_seconds(settings.engine.voice_prompt))
+                            voice_seconds(settings.engine.voice_prompt),
+                            FlowDims(element_bytes=ELEMENT_BYTES[codec_dtype]))
 
 
 def voice_seconds(path: Path | str | None) -> float:
@@ -204,51 +193,57 @@ def _header_seconds(path: str, mtime_ns: int, size_bytes: int) -> float:
 
 def default_flow_cache_bytes() -> int:
     """The flow cache under the default settings (budget, longest reply, assumed voice)."""
+    return flow_cache_bytes_default(CODEC_ACCELERATOR_DTYPE)
+
+
+def flow_cache_bytes_default(codec_dtype: str) -> int:
+    """The flow cache under the default settings with the flow in ``codec_dtype``."""
     defaults = Settings()
     return flow_cache_bytes(defaults.streaming.flow_cache_budget_mib,
-                            defaults.sampling.max_new_rows)
-
-
-def _linear_bytes(out_features: int, in_features: int, precision: str) -> int:
-    if precision == "int8":
-        return out_features * in_features + out_features * INT8_SCALE_BYTES_PER_ROW
-    if precision == "int4":
-        groups = out_features * math.ceil(in_features / INT4_GROUP_SIZE)
-        return out_features * in_features // 2 + groups * INT4_BYTES_PER_GROUP
-    return out_features * in_features * DENSE_BYTES[precision]
+                            defaults.sampling.max_new_rows,
+                            dims=FlowDims(element_bytes=ELEMENT_BYTES[codec_dtype]))
 
 
 def weight_bytes(dims: ModelDims, precision: str) -> int:
-    """Bytes of the AR model's weights at ``precision`` (see the quantisation policy above)."""
-    if precision not in DENSE_BYTES:
-        raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    per_layer = sum(_linear_bytes(o, i, precision) for o, i in dims.linear_shapes())
-    return per_layer * dims.num_decoder_layers + dims.dense_params() * DENSE_BYTES[precision]
+    """Bytes of all the AR model's weights at ``precision`` (device and host together)."""
+    return sum(lm_weight_bytes(dims, precision))
+
+
+# (name in the plan, VramEstimate field): the parts of the total, in the order they are shown
+PARTS = (("lm_weights", "weights_bytes"), ("codec_weights", "codec_bytes"),
+         ("kv_cache", "kv_cache_bytes"), ("flow_cache", "flow_cache_bytes"),
+         ("prefill_transient", "prefill_transient_bytes"),
+         ("codec_transient", "codec_transient_bytes"), ("runtime", "margin_bytes"))
 
 
 @dataclass(frozen=True)
 class VramEstimate:
     precision: str
-    weights_bytes: int
+    weights_bytes: int  # AR weights on the GPU
     codec_bytes: int
     kv_cache_bytes: int
     flow_cache_bytes: int
-    margin_bytes: int
+    margin_bytes: int  # runtime: workspaces, CUDA-graph pool, allocator slack
+    prefill_transient_bytes: int = 0
+    codec_transient_bytes: int = 0
+    host_bytes: int = 0  # AR weights kept in host memory (not part of the total)
+    kv_rows: int = 0
+    codec_dtype: str = field(default=CODEC_ACCELERATOR_DTYPE)
 
     @property
     def total_bytes(self) -> int:
-        return (self.weights_bytes + self.codec_bytes + self.kv_cache_bytes
-                + self.flow_cache_bytes + self.margin_bytes)
+        return sum(self.parts_bytes().values())
+
+    def parts_bytes(self) -> dict[str, int]:
+        return {name: int(getattr(self, attr)) for name, attr in PARTS}
 
     def fits(self, free_bytes: int) -> bool:
         return self.total_bytes <= free_bytes
 
     def breakdown(self) -> str:
         """One line a person can read, e.g. for a tooltip."""
-        parts = (("weights", self.weights_bytes), ("codec", self.codec_bytes),
-                 ("KV cache", self.kv_cache_bytes), ("flow cache", self.flow_cache_bytes),
-                 ("margin", self.margin_bytes))
-        inner = " + ".join(f"{name} {gib(value)}" for name, value in parts)
+        inner = " + ".join(f"{name.replace('_', ' ')} {gib(value)}"
+                           for name, value in self.parts_bytes().items())
         return f"{self.precision}: {gib(self.total_bytes)} = {inner}"
 
 
@@ -257,19 +252,28 @@ def gib(n_bytes: float) -> str:
 
 
 def estimate(precision: str, context_max_rows: int, dims: ModelDims | None = None,
-             flow_cache_bytes: int | None = None) -> VramEstimate:
-    """GPU memory needed to run MOSS-Speech at ``precision`` with a context of that many rows
-    and ``flow_cache_bytes`` of codec streaming state (None: the default settings')."""
+             flow_cache_bytes: int | None = None, codec: CodecSizes | None = None
+             ) -> VramEstimate:
+    """GPU memory needed to run MOSS-Speech at ``precision`` with a context bound of
+    ``context_max_rows`` (the transcript pass's rows are added here) and ``flow_cache_bytes`` of
+    codec streaming state (None: the default settings'), on an accelerator."""
     dims = dims or ModelDims()
+    codec = codec or CODEC_SIZES
+    codec_dtype = codec_dtype_name("cuda", precision)
+    kv_rows = int(context_max_rows) + TRANSCRIPT_KV_ROWS
+    device_bytes, host_bytes = lm_weight_bytes(dims, precision, "cuda")
+    flow = (flow_cache_bytes_default(codec_dtype) if flow_cache_bytes is None
+            else int(flow_cache_bytes))
+    resident = (device_bytes + codec.weight_bytes(codec_dtype)
+                + dims.kv_bytes_per_row(precision) * kv_rows + flow)
     return VramEstimate(
-        precision=precision,
-        weights_bytes=weight_bytes(dims, precision),
-        codec_bytes=CODEC_FP32_BYTES,
-        kv_cache_bytes=dims.kv_bytes_per_row(precision) * int(context_max_rows),
-        flow_cache_bytes=(default_flow_cache_bytes() if flow_cache_bytes is None
-                          else int(flow_cache_bytes)),
-        margin_bytes=WORKING_MARGIN_BYTES,
-    )
+        precision=precision, weights_bytes=device_bytes,
+        codec_bytes=codec.weight_bytes(codec_dtype),
+        kv_cache_bytes=dims.kv_bytes_per_row(precision) * kv_rows, flow_cache_bytes=flow,
+        margin_bytes=runtime_bytes(resident),
+        prefill_transient_bytes=prefill_transient_bytes(dims, kv_rows, precision),
+        codec_transient_bytes=codec.transient_bytes(codec_dtype),
+        host_bytes=host_bytes, kv_rows=kv_rows, codec_dtype=codec_dtype)
 
 
 def estimate_all(context_max_rows: int, dims: ModelDims | None = None,

@@ -379,9 +379,9 @@ SMART_HEADSET = Settings().with_values({"vad.smart_endpoint": True, "echo.mode":
 
 
 def test_the_end_of_turn_model_answers_a_finished_sentence_and_waits_through_a_pause() -> None:
-    """Issue 23, the real smart-turn model on real speech: a finished
-    sentence is answered well before the 500 ms silence; a 1 s thinking pause in the middle of
-    the next one stays inside the turn."""
+    """Issue 23, the real smart-turn model on real speech (switched on; it is off by default):
+    a finished sentence is answered well before the 500 ms silence; a 1 s thinking pause in the
+    middle of the next one stays inside the turn."""
     from app.cli.turn_corpus import load_corpus
 
     clip = load_corpus()["en_f_slt_a0009"]

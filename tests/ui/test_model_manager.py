@@ -164,7 +164,7 @@ def test_long_paths_are_elided_in_the_middle(qtbot: QtBot, tmp_path: Path) -> No
 
 
 def test_vram_preflight_recommends_a_precision(qtbot: QtBot) -> None:
-    dialog = open_manager(qtbot, gpu=fake_gpu(12.0, 16.0))
+    dialog = open_manager(qtbot, gpu=fake_gpu(9.5, 12.0))  # a 12 GB card: int4 only
     qtbot.waitUntil(lambda: dialog.gpu is not None)
     verdicts = {dialog.vram_table.item(r, 0).text(): dialog.vram_table.item(r, 2).text()
                 for r in range(dialog.vram_table.rowCount())}
@@ -172,7 +172,7 @@ def test_vram_preflight_recommends_a_precision(qtbot: QtBot) -> None:
                         "fp32": "does not fit"}
     assert "int4 fits" in dialog.recommendation.text()
     assert dialog.precision_combo.currentText() == "int4"
-    assert "12.0 GiB free of 16.0 GiB" in dialog.gpu_label.text()
+    assert "9.5 GiB free of 12.0 GiB" in dialog.gpu_label.text()
     cpu_only = open_manager(qtbot, gpu=no_gpu)
     qtbot.waitUntil(lambda: cpu_only.gpu is not None)
     assert "No NVIDIA GPU found" in cpu_only.gpu_label.text()

@@ -26,6 +26,7 @@ import torch
 
 from app.engine.base import ReplyAudio, ReplyDone, ReplyFailed, StageTimed, UserTurn
 from app.engine.moss_speech.bench_lm import memory_refusal, size_config
+from app.engine.moss_speech.build import codec_dtype, warm_up
 from app.engine.moss_speech.codec import CodecConfig
 from app.engine.moss_speech.codec.testing import build_random_codec, speech_like
 from app.engine.moss_speech.device import DeviceChoice, configure_cuda_allocator
@@ -34,7 +35,7 @@ from app.engine.moss_speech.parts import EngineParts
 from app.engine.moss_speech.testing import tiny_tokenizer_json
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.weights import random_model
-from app.engine.preflight import fit_problem, flow_cache_bytes
+from app.engine.preflight import fit_problem, flow_cache_bytes, precision_problem
 from app.settings import Settings
 
 FEED_SAMPLES = 320  # 20 ms pieces, like the voice loop
@@ -70,15 +71,14 @@ def build(options: BenchOptions) -> MossSpeechEngine:
     (scratch / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json()))
     tokenizer = load_tokenizer(scratch, config)
     codec_config = CodecConfig.full() if options.size == "full" else CodecConfig.tiny()
-    codec = build_random_codec(codec_config, device, chunks=(options.chunk_codes,),
-                               voice_cache_dir=scratch / "voices")
+    codec = build_random_codec(codec_config, device, codec_dtype(device, options.precision),
+                               chunks=(options.chunk_codes,), voice_cache_dir=scratch / "voices",
+                               offline_flow=False)  # the engine only streams
     voice = codec.voice_from_samples(speech_like(options.voice_s, 24000, seed=3), 24000,
                                      source="bench-voice")
     settings = _settings(options)
     parts = EngineParts(model, tokenizer, codec, voice, DeviceChoice(device))
     engine = MossSpeechEngine(parts, settings, decode_path=options.decode_path)
-    from app.engine.moss_speech.build import warm_up
-
     warm_up(engine)
     engine.set_reuse_voice_prefix(engine.reuse_voice_prefix and options.voice_prefix)
     engine.policy = replace(engine.policy, final=options.final)
@@ -161,8 +161,9 @@ def _flow_figures(engine: MossSpeechEngine) -> dict[str, Any]:
 
 
 def run_bench(options: BenchOptions) -> dict[str, Any]:
-    refusal = memory_refusal(options.size, options.precision, torch.device(options.device),
-                             4096 + 1280) or _vram_refusal(options)
+    refusal = (precision_problem(options.precision, options.device)
+               or memory_refusal(options.size, options.precision, torch.device(options.device),
+                                 4096 + 1280) or _vram_refusal(options))
     if refusal:
         return {"refused": refusal}
     started = time.perf_counter()
@@ -199,7 +200,7 @@ def _vram_refusal(options: BenchOptions) -> str | None:
     if options.size != "full" or device.type != "cuda":
         return None
     flow = flow_cache_bytes(options.flow_cache_budget_mib, options.max_new_rows, options.voice_s)
-    return fit_problem(options.precision, torch.cuda.mem_get_info(device)[0], 4096 + 1280,
+    return fit_problem(options.precision, torch.cuda.mem_get_info(device)[0], 4096,
                        flow_cache_bytes=flow)
 
 

@@ -31,9 +31,8 @@ from app.engine.moss_speech.engine import MossSpeechEngine
 from app.engine.moss_speech.parts import EngineInputError, EngineParts
 from app.engine.moss_speech.quantize import PrecisionError, check_precision
 from app.engine.moss_speech.tokenizer import load_tokenizer
-from app.engine.moss_speech.transcripts import TRANSCRIPT_MAX_ROWS
 from app.engine.moss_speech.weights import Checkpoint, load_model, verify_checkpoint
-from app.engine.preflight import WORKING_MARGIN_BYTES, flow_cache_bytes_for
+from app.engine.preflight import WORKING_MARGIN_BYTES, codec_dtype_name, flow_cache_bytes_for
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -94,8 +93,8 @@ def load_parts(settings: Settings) -> EngineParts:
     except FolderError as exc:
         raise folder_unavailable(exc) from exc
     dev.check_fits(dev.free_memory_bytes(choice.device), e.precision, e.context_max_rows,
-                   checked[0].dims(), extra_rows=TRANSCRIPT_MAX_ROWS,
-                   flow_cache_bytes=flow_cache_bytes_for(settings))
+                   checked[0].dims(),
+                   flow_cache_bytes=flow_cache_bytes_for(settings, e.precision))
     try:
         return _load(settings, choice, model_dir, codec_dir, checked)
     except (FolderError, CodecLoadError, CodecConfigError) as exc:
@@ -131,7 +130,8 @@ def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path, codec_d
     model = load_model(model_dir, choice.device, e.precision, checked=checked)
     tokenizer = load_tokenizer(model_dir, model.config)
     build_progress.report(0.6, "loading the codec")
-    codec = load_codec(codec_dir, choice.device, torch.float32, verified=True,
+    codec = load_codec(codec_dir, choice.device, codec_dtype(choice.device, e.precision),
+                       verified=True,
                        streaming_chunks=(settings.streaming.chunk_codes,))
     voice = None
     if e.voice_prompt is not None:
@@ -141,6 +141,12 @@ def _load(settings: Settings, choice: dev.DeviceChoice, model_dir: Path, codec_d
         except VoiceFileError as exc:
             raise EngineInputError(str(exc), VOICE_ACTION, "voice_prompt") from exc
     return EngineParts(model, tokenizer, codec, voice, choice, e.voice_prompt)
+
+
+def codec_dtype(device: torch.device, precision: str) -> torch.dtype:
+    """The codec networks' dtype by the plan's rule (preflight.codec_dtype_name)."""
+    name = codec_dtype_name(device.type, precision)
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def warm_up(engine: MossSpeechEngine) -> None:

@@ -60,23 +60,26 @@ class EagerStep:
 
 class StaticStep:
     """``decode_static`` on static buffers, run eagerly: the capture-independent half of the
-    graph path (and the body that ``GraphedStep`` records)."""
+    graph path (and the body that ``GraphedStep`` records). The row is embedded outside the
+    recorded part (``embed_rows``: on the host when the tables live there) and copied into the
+    static input."""
 
     path, thread_bound = "static", False
 
     def __init__(self, model: MossSpeechModel, caches: KVCaches) -> None:
         self.model, self.caches = model, caches
-        self.row = torch.zeros((1, 1, 2), dtype=torch.int64, device=model.device)  # [B, 1, 2]
+        self.embedded = torch.zeros((1, 1, model.config.hidden_size), dtype=model.dtype,
+                                    device=model.device)  # [B, 1, H]
         self.position = torch.zeros(1, dtype=torch.int64, device=model.device)  # [1]
 
     def load(self, row: Tensor, position: int) -> None:
-        """Copy the inputs into the static buffers (device work only, no host sync)."""
+        """Embed the row [1, 1, 2] into the static buffers (no host sync on the device path)."""
         self.caches.check_room(position, 1)
-        self.row.copy_(row.view(1, 1, 2))
+        self.embedded.copy_(self.model.embed_rows(row.view(1, 1, 2)))
         self.position.fill_(position)
 
     def forward(self, text_head: bool) -> Logits:
-        return self.model.decode_static(self.row, self.position, self.caches, text_head)
+        return self.model.decode_static(self.embedded, self.position, self.caches, text_head)
 
     def __call__(self, row: Tensor, position: int, text_head: bool) -> Logits:
         self.load(row, position)
@@ -143,7 +146,7 @@ class CompiledStep(StaticStep):
 
         use_private_compile_caches()  # the app's 0700 cache, not /tmp (read when compiling)
         # Fixed addresses let the graphs write the caches in place instead of copying them.
-        for tensor in [*caches.tensors(), self.row, self.position]:
+        for tensor in [*caches.tensors(), self.embedded, self.position]:
             torch._dynamo.mark_static_address(tensor)
         self._compiled = torch.compile(model.decode_static,
                                        mode="reduce-overhead" if self.on_cuda else "default",
@@ -152,7 +155,7 @@ class CompiledStep(StaticStep):
     def forward(self, text_head: bool) -> Logits:
         if self.on_cuda:  # a new row: the previous row's outputs may be overwritten
             torch.compiler.cudagraph_mark_step_begin()
-        return self._compiled(self.row, self.position, self.caches, text_head)
+        return self._compiled(self.embedded, self.position, self.caches, text_head)
 
 
 Builder = Callable[[MossSpeechModel, KVCaches], DecodeStep]

@@ -3,9 +3,10 @@ out-of-memory detection and recovery.
 
 ``auto`` picks CUDA, then an Ascend NPU (when ``torch_npu`` is installed), else the CPU with a
 warning that replies will be slow. On CUDA the caching allocator is switched to expandable
-segments before CUDA starts (contract pitfall 15: the streaming codec reserved ~77 GiB with the
-default allocator), and the VRAM preflight (:mod:`app.engine.preflight`) refuses a precision that
-cannot fit and names one that can, before a byte of the model is loaded.
+segments before CUDA starts where PyTorch supports them (Linux; contract pitfall 15: the
+streaming codec reserved ~77 GiB with the default allocator), and the VRAM preflight
+(:mod:`app.engine.preflight`) refuses a precision that cannot fit and names one that can,
+before a byte of the model is loaded.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def choose_device(setting: str) -> DeviceChoice:
                                  action="Choose auto, cuda, npu or cpu.")
 
 
+def expandable_segments_supported(platform: str = sys.platform) -> bool:
+    """PyTorch implements expandable segments with CUDA virtual memory on Linux only; on
+    Windows it warns that they are not supported and ignores the setting."""
+    return platform.startswith("linux")
+
+
 def configure_cuda_allocator(platform: str = sys.platform) -> None:
     """Expandable segments for the CUDA caching allocator, unless the user configured it.
 
@@ -91,9 +98,9 @@ def configure_cuda_allocator(platform: str = sys.platform) -> None:
     """
     if ALLOC_CONF_ENV in os.environ:
         return
-    if platform == "win32":
-        log.info("CUDA allocator: expandable segments do not exist on Windows; the default "
-                 "allocator is used (the flow-cache budget bounds the codec's memory)")
+    if not expandable_segments_supported(platform):
+        log.info("CUDA allocator: expandable segments do not exist on %s; the default "
+                 "allocator is used (the flow-cache budget bounds the codec's memory)", platform)
         return
     if not torch.cuda.is_initialized():
         os.environ[ALLOC_CONF_ENV] = EXPANDABLE_SEGMENTS

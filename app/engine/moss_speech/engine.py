@@ -156,6 +156,7 @@ class MossSpeechEngine(Engine):
         self.modality = engine.output_modality
         self.memory.configure(engine.system_prompt, engine.output_modality)
         self.policy = policy
+        self.codec.release_flows(keep=settings.streaming.chunk_codes)  # only one is resident
         self.transcripts_on = settings.transcript.text_branch
         if not self.transcripts_on:
             self.transcriber.clear()

@@ -157,7 +157,7 @@ class GenerationSession:
         self.caches.check_room(0, len(rows))
         reuse = min(_common_prefix(self.history, rows), len(rows) - 1)  # re-run the last row
         self.truncate(reuse)
-        grid = cpu.to(self.model.device)
+        grid = cpu.to(self.model.embed_device)  # the embedding reads the ids where it lives
         first_mode = next_mode(initial_mode(rows[-1], self.config), rows[-1], self.config)
         with torch.no_grad():
             for start in range(reuse, len(rows), self.prefill_chunk_rows):
@@ -193,8 +193,15 @@ class GenerationSession:
             if sampler.finished or (cancel is not None and cancel.is_set()):
                 return
             with torch.no_grad():
-                logits = self._step(row_t.view(1, 1, 2), sampler.upcoming_mode() == TEXT)
+                logits = self._step(self._row_input(row_t, row), sampler.upcoming_mode() == TEXT)
             self.history.append(row)
+
+    def _row_input(self, row_t: Tensor, row: Row) -> Tensor:
+        """The sampled row [1, 1, 2] where the embedding tables live: the device tensor as
+        sampled, or the host's copy of the ids (already there after the row's one sync)."""
+        if self.model.embed_device == row_t.device:
+            return row_t.view(1, 1, 2)
+        return torch.tensor([[row]], dtype=torch.int64)
 
     def _step(self, row: Tensor, text_head: bool) -> Logits:
         """Forward one appended row [1, 1, 2] at the next position."""

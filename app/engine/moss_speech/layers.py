@@ -69,6 +69,7 @@ class AttentionContext:
     causal: bool = True
     mask: Tensor | None = None  # [L, S] bool, True = may attend
     input_pos: Tensor | None = None  # [L] int64, static-shape path only
+    prefix_causal: bool = False  # ``mask`` is "row i sees every key up to start + i"
 
     def write(self, kv: LayerKV, k: Tensor, v: Tensor) -> LayerKV:
         """Store this step's k/v [B, n_kv, L, D]; return the keys/values to attend over."""
@@ -81,6 +82,14 @@ class AttentionContext:
         k_cache[:, :, self.start:end] = k
         v_cache[:, :, self.start:end] = v
         return k_cache[:, :, :end], v_cache[:, :, :end]
+
+
+# The most memory one attention call may spend on its score matrix when SDPA falls back to the
+# unfused math kernel (which keeps fp32 scores): a prefill chunk over a long cached prefix is
+# split into blocks of query rows under this bound (preflight.attention_transient_bytes counts
+# the same). Below it nothing is split, so short prompts run exactly as one call.
+SCORE_BUDGET_BYTES = 64 << 20
+SCORE_BYTES = 4  # fp32 scores
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
@@ -102,9 +111,47 @@ def attend(q: Tensor, k: Tensor, v: Tensor, ctx: AttentionContext) -> Tensor:
         out = F.scaled_dot_product_attention(q.reshape(B, n_kv, H // n_kv, D), k, v,
                                              attn_mask=ctx.mask)
         return out.reshape(B, H, 1, D)
+    if (L > 1 and (ctx.prefix_causal or (ctx.causal and ctx.mask is None))
+            and B * H * L * k.shape[2] * SCORE_BYTES > SCORE_BUDGET_BYTES):
+        return attend_blocked(q, k, v)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.mask,
                                           is_causal=ctx.causal and ctx.mask is None,
                                           enable_gqa=k.shape[1] != q.shape[1])
+
+
+def causal_mask(n_queries: int, n_keys: int, device: torch.device) -> Tensor:
+    """[L, S] bool, bottom-right aligned: query i sees keys 0 .. S − L + i (SDPA's is_causal
+    when L = S)."""
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(n_keys - n_queries)
+
+
+def block_rows(batch: int, heads: int, n_keys: int, budget: int) -> int:
+    """Query rows per block so that one block's fp32 scores stay within ``budget``."""
+    return max(1, budget // (batch * heads * n_keys * SCORE_BYTES))
+
+
+def attend_blocked(q: Tensor, k: Tensor, v: Tensor, budget: int | None = None) -> Tensor:
+    """Causal attention of the last L of S positions (row i sees keys 0 .. S − L + i, the only
+    multi-row attention the model runs) in blocks of query rows, each over just the keys it
+    sees: the math fallback's fp32 scores stay under SCORE_BUDGET_BYTES, and with the query
+    heads of a group folded into the query axis (no ``enable_gqa``) a masked call stays eligible
+    for a fused kernel and never copies k/v per query head. Row for row the same attention.
+
+    q [B, H, L, D], k/v [B, n_kv, S, D] → [B, H, L, D]."""
+    B, H, L, D = q.shape
+    n_kv, S = k.shape[1], k.shape[2]
+    group = H // n_kv
+    out = torch.empty_like(q)
+    step = block_rows(B, H, S, SCORE_BUDGET_BYTES if budget is None else budget)
+    for first in range(0, L, step):
+        last = min(L, first + step)
+        n_rows, n_keys = last - first, S - L + last  # this block sees keys [0, n_keys)
+        qb = q[:, :, first:last].reshape(B, n_kv, group * n_rows, D)  # [B, n_kv, g·l, D]
+        mask = causal_mask(n_rows, n_keys, q.device).repeat(group, 1)  # row j·l + i → row i
+        ob = F.scaled_dot_product_attention(qb, k[:, :, :n_keys], v[:, :, :n_keys],
+                                            attn_mask=mask)
+        out[:, :, first:last] = ob.reshape(B, H, n_rows, D)
+    return out
 
 
 class Attention(nn.Module):

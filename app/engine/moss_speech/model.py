@@ -6,7 +6,10 @@ Module names equal the checkpoint keys (§1.2), so loading is a plain ``load_sta
 
 Three ways in: ``forward_grid`` (the plain reference, no cache, every position),
 ``forward_rows`` (rows appended to the KV caches, logits of the last row) and ``decode_static``
-(one row with static shapes, the torch.compile / CUDA-graph target).
+(one embedded row with static shapes, the torch.compile / CUDA-graph target).
+
+The embedding tables may live in host memory while everything else is on the accelerator (the
+loader's choice): ``embed_rows`` then gathers on the host and copies only the rows.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ class MossSpeechModel(nn.Module):
         return self.model.audio_norm.weight.device
 
     @property
+    def embed_device(self) -> torch.device:
+        """Where the embedding tables live (the host when the loader kept them there)."""
+        return self.model.embed_tokens.weight.device
+
+    @property
     def dtype(self) -> torch.dtype:
         """The compute dtype (activations, KV cache)."""
         return self.model.audio_norm.weight.dtype
@@ -58,13 +66,21 @@ class MossSpeechModel(nn.Module):
     def embed_rows(self, grid: Tensor) -> Tensor:
         """Selection, not a sum (§1.5): text rows use embed_tokens, audio rows audio_embed.
 
-        grid [B, L, 2] int64 → [B, L, H]. A row is an audio row iff its text id is modality_pad.
+        grid [B, L, 2] int64 (best on ``embed_device``) → [B, L, H] on ``device``. A row is an
+        audio row iff its text id is modality_pad. With host tables the selection runs on the
+        host and only the selected rows are copied (same values: a gather is exact).
         """
+        grid = grid.to(self.embed_device)
         text, audio = grid[..., 0], grid[..., 1]
         is_audio = text == self.config.modality_pad_token_id  # [B, L]
         text_emb = self.model.embed_tokens(text.masked_fill(is_audio, 0))
         audio_emb = self.model.audio_embed(audio)
-        return torch.where(is_audio.unsqueeze(-1), audio_emb, text_emb)
+        rows = torch.where(is_audio.unsqueeze(-1), audio_emb, text_emb)
+        if rows.device == self.device:
+            return rows
+        if self.device.type == "cuda":  # pinned (cached host blocks): an async copy, no sync
+            return rows.pin_memory().to(self.device, non_blocking=True)
+        return rows.to(self.device)
 
     def check_grid(self, grid: Tensor) -> None:
         """Raise ValueError for a grid the embeddings cannot take (once per prompt, not per row)."""
@@ -113,14 +129,16 @@ class MossSpeechModel(nn.Module):
         else:  # a chunk after a cached prefix: row i sees rows 0..start+i
             key_pos = caches.positions[:start + L]
             mask = key_pos[None, :] <= caches.positions[start:start + L, None]  # [L, start+L]
-            ctx = AttentionContext(cos, sin, start=start, causal=False, mask=mask)
+            ctx = AttentionContext(cos, sin, start=start, causal=False, mask=mask,
+                                   prefix_causal=True)
         text_h, audio_h = self._tails(rows, ctx, caches)
         caches.length = start + L
         return self._heads(text_h[:, -1], audio_h[:, -1], text_head)
 
-    def decode_static(self, row: Tensor, input_pos: Tensor, caches: KVCaches,
+    def decode_static(self, embedded: Tensor, input_pos: Tensor, caches: KVCaches,
                       text_head: bool) -> Logits:
-        """One row [B, 1, 2] at input_pos [1] with static shapes (compile / CUDA-graph target).
+        """One embedded row [B, 1, H] (``embed_rows``) at input_pos [1] with static shapes
+        (compile / CUDA-graph target; the embedding stays outside, so host tables work).
 
         Attends over the whole preallocated cache under a mask built on the device, so no
         shape depends on the position and nothing syncs with the host. The caller advances
@@ -129,13 +147,16 @@ class MossSpeechModel(nn.Module):
         cos, sin = caches.cos[input_pos], caches.sin[input_pos]  # [1, D]
         mask = caches.positions[None, :] <= input_pos[:, None]  # [1, S_max]
         ctx = AttentionContext(cos, sin, causal=False, mask=mask, input_pos=input_pos)
-        text_h, audio_h = self._tails(row, ctx, caches)
+        text_h, audio_h = self._trunk_and_tails(embedded, ctx, caches)
         return self._heads(text_h[:, -1], audio_h[:, -1], text_head)
 
     def _tails(self, grid: Tensor, ctx: AttentionContext,
                caches: KVCaches | None) -> tuple[Tensor, Tensor]:
+        return self._trunk_and_tails(self.embed_rows(grid), ctx, caches)
+
+    def _trunk_and_tails(self, h: Tensor, ctx: AttentionContext,
+                         caches: KVCaches | None) -> tuple[Tensor, Tensor]:
         layers = caches.layers if caches is not None else None
-        h = self.embed_rows(grid)
         h = self.model.shared_block(h, ctx, layers["shared"] if layers else None)
         # Both tails read the same trunk output and keep their own caches (§1.4).
         text_h = self.model.text_block(h, ctx, layers["text"] if layers else None)

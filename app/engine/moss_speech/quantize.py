@@ -21,10 +21,11 @@ import logging
 import torch
 from torch import nn
 
-from app.engine.preflight import INT4_GROUP_SIZE, PRECISIONS
+from app.engine.preflight import INT4_GROUP_SIZE, precision_problem
 
-# PRECISIONS and INT4_GROUP_SIZE (128: divides 4096 and 12288; the tinygemm kernel accepts
-# 32..256) are the VRAM preflight's, so the estimate and the loaded model follow one policy.
+# INT4_GROUP_SIZE (128: divides 4096 and 12288; the tinygemm kernel accepts 32..256) and the
+# precision/device rule are the VRAM preflight's, so the estimate and the loaded model follow
+# one policy.
 
 
 class PrecisionError(ValueError):
@@ -32,12 +33,11 @@ class PrecisionError(ValueError):
 
 
 def check_precision(precision: str, device: torch.device) -> None:
-    """Refuse impossible precision/device pairs before any file is read."""
-    if precision not in PRECISIONS:
-        raise PrecisionError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
-    if precision == "int4" and device.type != "cuda":
-        raise PrecisionError("int4 needs a CUDA GPU (its kernel is CUDA-only); "
-                             "choose int8 or bf16 on this device")
+    """Refuse impossible precision/device pairs before any file is read
+    (:func:`app.engine.preflight.precision_problem`, the one rule)."""
+    problem = precision_problem(precision, device.type)
+    if problem:
+        raise PrecisionError(problem)
     if precision in ("int8", "int4"):
         _torchao()  # fail early with an install hint
 

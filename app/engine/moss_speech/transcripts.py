@@ -27,6 +27,7 @@ from app.engine.moss_speech.prompt import Turn, prompt_rows
 from app.engine.moss_speech.reply import reply_text
 from app.engine.moss_speech.sampling import Sampling
 from app.engine.moss_speech.tokenizer import MossTokenizer
+from app.engine.preflight import TRANSCRIPT_KV_ROWS
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 # instruction in the style of the GitHub demo's system prompts (contract §2.3).
 TRANSCRIBE_PROMPT = ("You are a speech recognition assistant. Write down exactly what the "
                      "speaker says, word for word, with no other text.")
-TRANSCRIPT_MAX_ROWS = 1280  # KV rows of the transcript cache: ~72 s of speech + 256 text rows
+# KV rows of the transcript cache: ~72 s of speech + 256 text rows (the VRAM plan counts them)
+TRANSCRIPT_MAX_ROWS = TRANSCRIPT_KV_ROWS
 MAX_TEXT_ROWS = 256
 MAX_QUEUED = 16  # older jobs are dropped if the passes never get idle time
 Role = Literal["user", "assistant"]

@@ -63,7 +63,9 @@ def test_graph_replays_allocate_nothing_never_sync_and_reuse_their_outputs(
     caches = model.new_caches(64)
     step = GraphedStep(model, caches)
     model.forward_rows(torch.tensor([[(1, 512), (2, 512), (3, 512)]], device="cuda"), caches, 0)
-    rows = torch.tensor([[[151667, 7]]] * 20, device="cuda")  # [20, 1, 2] audio rows
+    # [20, 1, 2] audio rows, where the engine keeps them: with the ids on the host, as the
+    # embedding tables are (the sampled row's ids are there after its one sync)
+    rows = torch.tensor([[[151667, 7]]] * 20, device=model.embed_device)
     outputs = step(rows[0], 3, text_head=False)
     torch.cuda.synchronize()
     allocated = torch.cuda.memory_allocated()

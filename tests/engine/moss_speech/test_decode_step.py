@@ -73,11 +73,12 @@ def test_static_buffers_keep_their_addresses_and_hold_the_position_on_the_device
     caches = tiny_model.new_caches(16)
     step = StaticStep(tiny_model, caches)
     tiny_model.forward_rows(torch.tensor([[(1, 512), (2, 512)]]), caches, 0)
-    addresses = (step.row.data_ptr(), step.position.data_ptr())
+    addresses = (step.embedded.data_ptr(), step.position.data_ptr())
     for position, row in ((2, (3, 512)), (3, (151667, 9))):
         text, audio = step(torch.tensor([row]), position, text_head=position == 2)
-        assert (step.row.data_ptr(), step.position.data_ptr()) == addresses
-        assert step.position.tolist() == [position] and step.row.view(2).tolist() == list(row)
+        assert (step.embedded.data_ptr(), step.position.data_ptr()) == addresses
+        assert step.position.tolist() == [position]
+        assert torch.equal(step.embedded, tiny_model.embed_rows(torch.tensor([[row]])))
         assert caches.length == position + 1 and audio.shape == (1, 16512)
         assert (text is None) == (position == 3)
     with pytest.raises(ValueError, match="holds 16"):

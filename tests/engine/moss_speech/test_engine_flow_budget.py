@@ -13,7 +13,13 @@ from app.engine.factory import EngineUnavailableError
 from app.engine.moss_speech import device as dev
 from app.engine.moss_speech.build import build_engine
 from app.engine.moss_speech.parts import EngineInputError
-from app.engine.preflight import GIB, MIB, dims_from_folder, estimate, flow_cache_bytes_for
+from app.engine.preflight import (
+    MIB,
+    WORKING_MARGIN_BYTES,
+    dims_from_folder,
+    estimate,
+    flow_cache_bytes_for,
+)
 from tests.engine.moss_speech.engine_helpers import (
     audio_of,
     make_engine,
@@ -53,9 +59,9 @@ def test_the_vram_preflight_counts_the_flow_cache_budget(engine_folder: Path,
     budget; a smaller budget fits."""
     settings = settings_for(engine_folder, **ROWS)
     small = settings.with_value("streaming.flow_cache_budget_mib", 128)
-    without = estimate("fp32", settings.engine.context_max_rows + 1280,
+    without = estimate("fp32", settings.engine.context_max_rows,
                        dims_from_folder(settings.engine.model_dir),
-                       flow_cache_bytes=flow_cache_bytes_for(small))
+                       flow_cache_bytes=flow_cache_bytes_for(small, "fp32"))
     monkeypatch.setattr(dev, "free_memory_bytes", lambda device: without.total_bytes)
     with pytest.raises(EngineUnavailableError) as refused:
         build_engine(settings)
@@ -69,10 +75,11 @@ def test_the_vram_preflight_counts_the_flow_cache_budget(engine_folder: Path,
 def test_a_larger_budget_that_the_gpu_cannot_hold_is_refused_live(
         engine_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = make_engine(engine_folder, streaming__flow_cache_budget_mib=128, **ROWS)
-    monkeypatch.setattr(dev, "free_memory_bytes", lambda device: 2 * GIB)
     unbounded = engine.settings.with_value("streaming.flow_cache_budget_mib", 0)
     growth = flow_cache_bytes_for(unbounded) - flow_cache_bytes_for(engine.settings)
-    assert growth > GIB // 2  # more than the 2 GiB free minus the 1.5 GiB working margin
+    assert growth > 256 * MIB  # the reply's whole flow state instead of 128 MiB of it
+    free = WORKING_MARGIN_BYTES + growth // 2  # the margin, and only half of the growth
+    monkeypatch.setattr(dev, "free_memory_bytes", lambda device: free)
     with pytest.raises(EngineInputError) as refused:
         engine.apply_settings(unbounded)
     assert refused.value.category == "out_of_memory" and "Flow cache budget" in refused.value.action

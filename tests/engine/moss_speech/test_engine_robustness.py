@@ -192,6 +192,7 @@ def test_sampling_prompt_modality_and_context_apply_live(engine_folder: Path) ->
                .with_value("sampling.max_new_rows", 40))
     engine.apply_settings(changed)
     assert engine.sampling.top_k == 5 and engine.capacity == 512
+    assert sorted(engine.codec._flows) == [25]  # the 5-code flow no longer takes memory
     assert engine.session.max_rows == 512 and len(engine.memory.exchanges) == 1  # history kept
     events = talk(engine, 2, question(1.0, seed=2))
     assert isinstance(events[-1], ReplyDone)
@@ -239,7 +240,7 @@ def test_the_vram_preflight_refuses_what_cannot_fit_and_names_what_can() -> None
     dev.check_fits(None, "bf16", 4096, None)  # the CPU: nothing to check
     dev.check_fits(40 * GIB, "bf16", 4096, None)  # fits
     with pytest.raises(EngineUnavailableError) as raised:
-        dev.check_fits(20 * GIB, "bf16", 4096, None, extra_rows=1280)
+        dev.check_fits(19 * GIB, "bf16", 4096, None)
     assert raised.value.category == "out_of_memory"
     assert "bf16 needs about" in str(raised.value) and "Choose int8" in str(raised.value)
     with pytest.raises(EngineUnavailableError, match="Even int4"):

@@ -48,6 +48,7 @@ class ScriptedModel:
 
     def __init__(self, script: dict[int, tuple[int, int]], default: tuple[int, int] = (42, 7)):
         self.config, self.device, self.dtype = CFG, torch.device("cpu"), torch.float32
+        self.embed_device = self.device
         self.script, self.default = script, default
         self.calls: list[tuple[int, int, bool]] = []  # (start, rows, text_head)
 

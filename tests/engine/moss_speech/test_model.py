@@ -72,8 +72,8 @@ def test_cached_decoding_equals_forward_grid(tiny_model: MossSpeechModel) -> Non
         for i in range(16, 20):  # single rows, eager slices
             outputs[i] = tiny_model.forward_rows(grid[:, i:i + 1], caches, i)
         for i in range(20, 24):  # single rows, static shapes (compile target)
-            outputs[i] = tiny_model.decode_static(grid[:, i:i + 1], torch.tensor([i]), caches,
-                                                  text_head=True)
+            outputs[i] = tiny_model.decode_static(tiny_model.embed_rows(grid[:, i:i + 1]),
+                                                  torch.tensor([i]), caches, text_head=True)
             caches.length = i + 1
     assert caches.length == 24
     for i, (text, audio) in outputs.items():

@@ -18,18 +18,19 @@ def int8_model(tiny_dir: Path) -> MossSpeechModel:
     return load_model(tiny_dir, precision="int8")
 
 
-def test_int8_quantises_the_decoder_linears_and_nothing_else(int8_model: MossSpeechModel,
-                                                              tiny_dir: Path) -> None:
+def test_int8_quantises_the_decoder_linears_and_the_heads(int8_model: MossSpeechModel,
+                                                          tiny_dir: Path) -> None:
     linears = [m for m in int8_model.modules() if isinstance(m, nn.Linear)]
     heads = (int8_model.text_lm_head, int8_model.audio_lm_head)
     decoder = [m for m in linears if all(m is not head for head in heads)]
     assert len(decoder) == 7 * MossSpeechConfig.tiny().kv_layers
     assert all(type(m.weight).__name__ == "Int8Tensor" for m in decoder)
-    assert all(type(head.weight) is nn.Parameter for head in heads)  # heads stay bf16
-    assert type(int8_model.model.embed_tokens.weight) is nn.Parameter
+    assert all(type(head.weight).__name__ == "Int8Tensor" for head in heads)  # heads int8
+    assert type(int8_model.model.embed_tokens.weight) is nn.Parameter  # tables stay bf16
+    assert int8_model.model.embed_tokens.weight.dtype == torch.bfloat16
     assert int8_model.dtype == torch.bfloat16 and int8_model.precision == "int8"
     bf16 = load_model(tiny_dir, precision="bf16")
-    linear_bf16 = sum(m.weight.numel() * 2 for m in decoder)
+    linear_bf16 = sum(m.weight.numel() * 2 for m in linears)
     saved = weight_bytes(bf16) - weight_bytes(int8_model)
     assert saved > 0.45 * linear_bf16  # int8 decoder weights are about half of bf16
 

@@ -79,6 +79,14 @@ class MossSpeechCodec:
             self._flows[chunk] = self._flow_loader(chunk)
         return self._flows[chunk]
 
+    def release_flows(self, keep: int) -> None:
+        """Drop every loaded flow but the ``keep``-code one (a changed chunk setting leaves the
+        old checkpoint unused; a later use loads it again)."""
+        if self._prefix is not None and self._prefix[1] != keep:
+            self._prefix = None
+        for chunk in [c for c in self._flows if c != keep]:
+            del self._flows[chunk]
+
     # -- speech -> codes ----------------------------------------------------------------------
 
     def encode(self, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> torch.Tensor:

@@ -17,7 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from app.engine.moss_speech.codec.config import EstimatorConfig
-from app.engine.moss_speech.codec.layers import CausalConv1d, ChunkSpan, KVAttention, StepCache
+from app.engine.moss_speech.codec.layers import (
+    CausalConv1d,
+    ChunkSpan,
+    KVAttention,
+    StepCache,
+    attention,
+)
 
 
 class CausalBlock1D(nn.Module):
@@ -70,7 +76,7 @@ class Attention(KVAttention):
         q = heads(self.to_q(x))
         k, v = self.keys_values(heads(self.to_k(x)), heads(self.to_v(x)), cache)
         span.check(k.shape[2])
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=span.mask)
+        out = attention(q, k, v, span.mask)
         return self.to_out[0](out.transpose(1, 2).reshape(B, T, -1))
 
 

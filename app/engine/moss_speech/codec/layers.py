@@ -162,6 +162,29 @@ def chunk_mask(query_start: int, n_queries: int, n_keys: int, chunk: int,
     return keys[None, :] < chunk_end[:, None]
 
 
+SCORE_BUDGET_BYTES = 64 << 20  # fp32 scores of one attention call (the unfused fallback's)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              mask: torch.Tensor | None) -> torch.Tensor:
+    """SDPA, in blocks of query rows when one call's fp32 scores would pass SCORE_BUDGET_BYTES
+    (a whole 30 s speech segment, or a flow recompute past the cache budget): if SDPA falls
+    back to its unfused kernel the transient stays bounded. Row for row the same attention.
+
+    q [B, H, T, D], k/v [B, H, S, D], mask [T, S] bool or None → [B, H, T, D]."""
+    B, H, T, _ = q.shape
+    S = k.shape[2]
+    rows = max(1, SCORE_BUDGET_BYTES // (B * H * S * 4))
+    if rows >= T:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    out = torch.empty_like(q)
+    for first in range(0, T, rows):
+        last = min(T, first + rows)
+        out[:, :, first:last] = F.scaled_dot_product_attention(
+            q[:, :, first:last], k, v, attn_mask=None if mask is None else mask[first:last])
+    return out
+
+
 class KVAttention(nn.Module):
     """Base for attention layers that can keep their keys and values in a StepCache."""
 

@@ -175,13 +175,15 @@ def codec_fingerprint(folder: Path, config: CodecConfig) -> str:
 
 def load_codec(codec_dir: Path | str, device: torch.device | str = "cpu",
                dtype: torch.dtype = torch.float32, *, voice_cache_dir: Path | None = None,
-               streaming_chunks: tuple[int, ...] = (), torch_version: str | None = None,
-               verified: bool = False) -> MossSpeechCodec:
+               streaming_chunks: tuple[int, ...] = (), offline_flow: bool = False,
+               torch_version: str | None = None, verified: bool = False) -> MossSpeechCodec:
     """Load the codec folder (verified first). ``dtype`` applies to the tokenizer and flow
-    networks; the front ends, the CFM solve output and HiFT stay float32. Chunk-trained flows
-    load on first use, or now for ``streaming_chunks``. ``torch_version`` (tests) stands in for
-    this torch's version in the CVE-2025-32434 check; ``verified``: the caller has just verified
-    the folder (it is not checked twice). Raises FolderError, CodecConfigError or
+    networks; the front ends, the VQ distances, the CFM solve output and HiFT stay float32.
+    Flows load on first use, or now: the chunk-trained ones of ``streaming_chunks``, and the
+    offline ``flow.pt`` with ``offline_flow`` (only ``codec.decode`` uses it; the engine
+    streams, so it never pays its memory). ``torch_version`` (tests) stands in for this torch's
+    version in the CVE-2025-32434 check; ``verified``: the caller has just verified the folder
+    (it is not checked twice). Raises FolderError, CodecConfigError or
     CodecLoadError with a message a person can act on."""
     from app.engine.moss_speech.codec.voice import SpeakerEmbedder
 
@@ -211,7 +213,6 @@ def load_codec(codec_dir: Path | str, device: torch.device | str = "cpu",
     codec = MossSpeechCodec(config, encoder, hift, speaker, flow_loader=flow_loader,
                             fingerprint=codec_fingerprint(folder, config),
                             voice_cache_dir=voice_cache_dir)
-    codec.flow(0)
-    for chunk in streaming_chunks:
+    for chunk in ((0,) if offline_flow else ()) + tuple(streaming_chunks):
         codec.flow(chunk)
     return codec

@@ -67,13 +67,16 @@ def _materialize(module: nn.Module) -> nn.Module:
     return module
 
 
-def random_modules(config: CodecConfig, seed: int = 0, chunks: tuple[int, ...] = (5, 25)
+def random_modules(config: CodecConfig, seed: int = 0, chunks: tuple[int, ...] = (5, 25),
+                   offline_flow: bool = True
                    ) -> tuple[WhisperVQEncoder, dict[int, Flow], HiFTGenerator]:
-    """Randomly initialised tokenizer, flows (0 = offline, then each chunk size) and HiFT."""
+    """Randomly initialised tokenizer, flows (0 = offline unless left out, then each chunk
+    size) and HiFT."""
     generator = torch.Generator().manual_seed(seed)
     with torch.device("meta"):
         encoder = WhisperVQEncoder(config.whisper)
-        flows = {chunk: Flow(config.flow, chunk=chunk) for chunk in (0, *chunks)}
+        flows = {chunk: Flow(config.flow, chunk=chunk)
+                 for chunk in ((0,) if offline_flow else ()) + tuple(chunks)}
         hift = HiFTGenerator(config.hift)
     randomize_(_materialize(encoder), generator)
     for flow in flows.values():
@@ -100,11 +103,12 @@ def tiny_speaker_model(config: CodecConfig, seed: int = 0) -> bytes:
 
 def build_random_codec(config: CodecConfig, device: torch.device | str = "cpu",
                        dtype: torch.dtype = torch.float32, seed: int = 0,
-                       chunks: tuple[int, ...] = (5,), voice_cache_dir: Path | None = None
-                       ) -> MossSpeechCodec:
-    """An in-memory codec with random weights at any size (the CAM++ stand-in is tiny)."""
+                       chunks: tuple[int, ...] = (5,), voice_cache_dir: Path | None = None,
+                       offline_flow: bool = True) -> MossSpeechCodec:
+    """An in-memory codec with random weights at any size (the CAM++ stand-in is tiny);
+    ``offline_flow=False`` leaves out flow.pt's twin, as the engine does."""
 
-    encoder, flows, hift = random_modules(config, seed, chunks)
+    encoder, flows, hift = random_modules(config, seed, chunks, offline_flow)
     encoder.to(device=device, dtype=dtype)
     for flow in flows.values():
         flow.to(device=device, dtype=dtype)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from app.engine.moss_speech.codec.config import WhisperVQConfig
-from app.engine.moss_speech.codec.layers import KVCache
+from app.engine.moss_speech.codec.layers import KVCache, attention
 
 MEL_FRAMES_PER_TOKEN = 8  # conv2 stride 2 × average pooling 4
 CONV_CONTEXT_FRAMES = 2  # kernel 3, causal: two frames of left context per convolution
@@ -55,7 +55,7 @@ class EncoderLayer(nn.Module):
                    for proj in (attn.q_proj, attn.k_proj, attn.v_proj))  # [B, H, T, Dh]
         k, v = cache.append(k, v)
         assert allowed.shape == (T, k.shape[2]), "mask built for another cache length"
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        out = attention(q, k, v, allowed)
         x = x + attn.out_proj(out.transpose(1, 2).reshape(B, T, D))
         h = self.fc2(F.gelu(self.fc1(self.final_layer_norm(x))))
         return x + h

@@ -61,8 +61,11 @@ def test_the_published_flow_keeps_4_4_mib_per_mel_frame_and_preflight_agrees() -
     per_code = estimator_bytes_per_token(flow, 10, 4)
     assert per_code / flow.token_mel_ratio == 4.375 * 2**20
     assert per_code * 12.5 / 2**20 == pytest.approx(218.75)
-    assert FlowDims().estimator_bytes_per_code() == per_code
-    assert FlowDims().encoder_bytes_per_code() == encoder_bytes_per_token(flow, 4)
+    assert FlowDims(element_bytes=4).estimator_bytes_per_code() == per_code
+    assert FlowDims(element_bytes=4).encoder_bytes_per_code() == encoder_bytes_per_token(flow, 4)
+    # on a GPU the flow runs in fp16 (the plan's codec dtype): half of it
+    assert FlowDims().estimator_bytes_per_code() == estimator_bytes_per_token(flow, 10, 2)
+    assert FlowDims().encoder_bytes_per_code() == encoder_bytes_per_token(flow, 2)
     assert FlowDims().longest_codes == flow.noise_frames // flow.token_mel_ratio
     assert estimator_bytes_per_token(flow, 10, 2) == per_code // 2  # bf16 halves it
 

@@ -34,7 +34,15 @@ def test_load_codec_is_exported_by_the_engine_package(tiny_codec_dir: Path,
     codec = exported(tiny_codec_dir, voice_cache_dir=tmp_path, streaming_chunks=(5,))
     assert torch.equal(torch.get_rng_state(), state)  # building the flow leaves it alone
     assert codec.sample_rate_hz == 24000 and codec.samples_per_code == 1920
+    assert sorted(codec._flows) == [5]  # streaming only: flow.pt is not loaded up front
     assert codec.flow(5).chunk == 5 and codec.flow(0).chunk == 0
+    assert sorted(codec._flows) == [0, 5]  # ... but on first use (offline decode)
+
+
+def test_the_offline_flow_loads_up_front_only_when_asked(tiny_codec_dir: Path,
+                                                         tmp_path: Path) -> None:
+    codec = load_codec(tiny_codec_dir, voice_cache_dir=tmp_path, offline_flow=True)
+    assert sorted(codec._flows) == [0]
 
 
 def test_tiny_config_round_trips_through_the_published_files(tiny_codec_dir: Path) -> None:
