@@ -26,6 +26,7 @@ from app.conversation.barge_in import DIP_TOLERANCE_S
 from app.conversation.turn_actions import Action, EndpointQuery, FalseInterruption, TurnResumed
 from app.conversation.turn_state import Closing, TurnState
 from app.vad.base import VadState, VadUpdate
+from app.vad.sound import SoundBlock
 
 
 class EndOfTurnPolicy(TurnState):
@@ -61,6 +62,22 @@ class EndOfTurnPolicy(TurnState):
     def _may_end_early(self) -> bool:
         """Someone going on over an early reply would be heard (and resume the turn)."""
         return self.params.barge_in and self._echo_settled
+
+    def _sound_endpoint(self, block: SoundBlock, now_s: float) -> None:
+        """The endpoint silence reached between two VAD frames: with no sound in the
+        microphone since the last frame, the turn ends at the 10 ms block instead of at the
+        end of the next 32 ms frame (issue 14: turn ends 593-630 ms after the true end with a
+        500 ms endpoint; the frame's length was up to 32 ms of it)."""
+        if block.sound:
+            self._sound_since_frame = True
+            return
+        silence_ms = (block.end_s - self._last_voiced_s) * 1000 + 1e-6
+        if (self._user_turn is None or not self._paused or self._sound_since_frame
+                or silence_ms < self.params.endpoint_silence_ms
+                or (self.params.smart and self._waits_for_more())):
+            return
+        self._end_turn(self._last_voiced_s, now_s)
+        self._restart_vad()
 
     def _waits_for_more(self) -> bool:
         """The model said "not finished" with confidence: wait up to the long silence."""

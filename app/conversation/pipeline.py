@@ -242,10 +242,11 @@ class Pipeline:
         frames = self._listener.process()
         if frames and self._listener.first_sample_s is not None:  # set once, then the same
             self.metrics.origin_s = self._listener.first_sample_s
-        if frames:
+        sound = self._listener.take_sound()  # every 10 ms: a frame may not be complete yet
+        if frames or sound:
             self._run(self._controller.on_frames(frames, self.clock.now(),
                                                  self._echo.echo_guard,
-                                                 self._echo.echo_settled))
+                                                 self._echo.echo_settled, sound))
         self._turn_feed.pump(self._controller.user_turn_id)
         self._emit_all(self._io.input_warnings())
         self.tools.poll()

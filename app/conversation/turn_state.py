@@ -67,6 +67,14 @@ class TurnState:
         self._episode_start_s: float | None = None  # the speech now heard began here ...
         self._episode_end_s = 0.0  # ... and was last voiced here
         self._closing: Closing | None = None  # an early end that speech may still take back
+        self._sound_start_s: float | None = None  # the current run of sound blocks ...
+        self._sound_end_s = 0.0  # ... ends here ...
+        self._sound_blocks = 0  # ... and has this many
+        self._sound_echo_free = True  # ... none of which can hold an echo of the speaker
+        self._sound_duck_s: float | None = None  # ducked on sound alone, from this run
+        self._sound_spent_s: float | None = None  # a run that ducked and was given back
+        self._sound_since_frame = False  # a sound block came after the latest VAD frame
+        self._weak_frames = 0  # frames since then that the VAD scored weakly voiced
         self._actions: list[Action] = []
 
     @property
@@ -140,6 +148,7 @@ class TurnState:
                                               self._reply_audible))
         self._reply_turn, self._reply_audible = None, False
         self._ducked = False  # the reply fades out from where it is: no swell back up first
+        self._sound_duck_s = None
 
     def _set_duck(self, ducked: bool) -> None:
         if ducked != self._ducked:

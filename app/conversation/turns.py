@@ -36,6 +36,7 @@ The class is split by responsibility: shared state and steps in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from app import events as ev
@@ -59,6 +60,7 @@ from app.conversation.turn_params import TurnParams
 from app.conversation.turn_state import State
 from app.settings import ListenMode
 from app.vad.base import VadFrame, VadParams, VadState, VadUpdate
+from app.vad.sound import SoundBlock
 
 __all__ = ["DIP_TOLERANCE_S", "TURN_COMMANDS", "Action", "DuckSet", "EndpointQuery",
            "FalseInterruption", "ReplyInterrupted", "SpeculationCancelled",
@@ -99,14 +101,22 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
         raise TypeError(f"not a turn-taking command: {command!r}")
 
     def on_frames(self, frames: list[VadFrame], now_s: float,
-                  echo_guard: bool = False, echo_settled: bool = True) -> list[Action]:
-        """Scored VAD frames in capture order; ``now_s`` is when they are processed.
-        ``echo_guard``: the echo canceller is not trusted yet, so speech during a reply must
-        not stop it. ``echo_settled``: a reply's echo would be cancelled (or there is none), so
-        a person going on over an early reply would be heard (see ``endpoint_verdict``)."""
+                  echo_guard: bool = False, echo_settled: bool = True,
+                  sound: Sequence[SoundBlock] = ()) -> list[Action]:
+        """Scored VAD frames and 10 ms sound blocks, each in capture order (taken together in
+        the order of their ends); ``now_s`` is when they are processed. ``echo_guard``: the
+        echo canceller is not trusted yet, so speech during a reply must not stop it.
+        ``echo_settled``: a reply's echo would be cancelled (or there is none), so a person
+        going on over an early reply would be heard (see ``endpoint_verdict``)."""
         self._echo_settled = echo_settled
+        blocks = iter(sound)
+        block = next(blocks, None)
         for frame in frames:
+            while block is not None and block.end_s <= frame.end_s + 1e-9:
+                self._sound_block(block, now_s)
+                block = next(blocks, None)
             update = self._segmenter.step(frame)
+            self._sound_since_frame = False
             if self.muted:
                 continue
             if self.params.mode == "push_to_talk":
@@ -117,7 +127,15 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
                 self._turn_vad(update, now_s)
             else:
                 self._idle_vad(update, now_s, echo_guard)
+        while block is not None:
+            self._sound_block(block, now_s)
+            block = next(blocks, None)
         return self._flush(now_s)
+
+    def _sound_block(self, block: SoundBlock, now_s: float) -> None:
+        if not self.muted and self.params.mode == "always_listening":
+            self._on_sound(block, now_s)
+            self._sound_endpoint(block, now_s)
 
     def press(self, now_s: float) -> list[Action]:
         if self.params.mode == "push_to_talk" and not self.muted and not self._pressed:
@@ -178,6 +196,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
         """The reply played out, failed, or was silenced."""
         if turn_id == self._reply_turn:
             self._reply_turn, self._reply_audible = None, False
+            self._sound_duck_s = None
             closing = self._closing is not None and self._closing.turn_id == turn_id
             if closing:  # speech going on still resumes the turn (no reply to mistake it for)
                 self._resume_heard_s = None
