@@ -101,12 +101,14 @@ class EndpointDecision:
     """How the end of a turn was decided: ``by`` silence (no model, the model late, or the
     long silence after "not yet"), the end-of-turn ``model`` (finished), the turn ``cap``, or
     the push-to-talk ``release``; the silence waited; the model's probability for the last
-    pause and the CPU time of that decision, when it was asked."""
+    pause and the CPU time of that decision, when it was asked; how many earlier early ends
+    of this turn were taken back because the person went on speaking."""
 
     by: str
     silence_ms: float
     probability: float | None = None
     model_ms: float | None = None
+    resumed: int = 0  # early ends by the model taken back because the person went on
 
 
 @dataclass(frozen=True)

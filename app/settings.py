@@ -184,12 +184,17 @@ class VadSettings(_Group):
         150, ge=60, le=1000, description="Silence after which the end-of-turn model is asked."
     )
     smart_long_silence_ms: int = Field(
-        1800, ge=300, le=10000, description="Longest silence waited when the model says you "
+        1800, ge=300, le=10000, description="Longest silence waited when the model is sure you "
         "have not finished."
     )
     smart_threshold: float = Field(
         0.85, gt=0.0, lt=1.0, description="Model probability above which the turn is finished "
-        "(higher: fewer cuts at a pause inside a sentence, slower answers)."
+        "and answered at once (higher: fewer answers that start at a pause inside a sentence "
+        "and stop when you go on; slower answers)."
+    )
+    smart_unfinished_threshold: float = Field(
+        0.2, gt=0.0, lt=1.0, description="Model probability under which you have surely not "
+        "finished: only then is the longest silence waited (otherwise the endpoint silence)."
     )
     pre_roll_ms: int = Field(
         300, ge=0, le=2000, description="Audio kept from before the detected onset."

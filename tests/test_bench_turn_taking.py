@@ -100,3 +100,19 @@ def test_the_quick_bench_runs_every_measure_on_real_speech() -> None:
     lines: list[str] = []
     bench.print_figures(figures, lines.append)
     assert any(line.startswith("| clean_16k |") for line in lines)
+
+
+def test_a_talkers_room_noise_is_there_before_they_speak() -> None:
+    """Clips used to start with their own background in digital silence: a noise onset 40-300
+    ms before every first word that no room has (and that the sound gate would take for an
+    onset). The background is looped before each clip and faded in; the truth is unchanged."""
+    from app.cli.turn_corpus import BED_S, Room, compose
+
+    clip = load_corpus()["en_f_slt_a0009"]
+    scenario = compose("x", [(2.0, clip, "turn")], Room("none"))
+    pcm = scenario.pcm[:, 0].astype(np.float64)
+    level = [10 * np.log10(np.mean(pcm[i:i + 1600] ** 2) + 1e-20) for i in range(0, 32000, 1600)]
+    assert max(level[:int((2.0 - BED_S) * 10)]) < -150  # nothing before the bed
+    bed = level[int((2.0 - BED_S) * 10) + 2:20]
+    assert max(bed) - min(bed) < 6 and -75 < np.median(bed) < -50  # steady room noise
+    assert scenario.utterances[0].speech[0][0] == pytest.approx(2.0 + clip.speech[0][0])

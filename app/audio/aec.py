@@ -85,6 +85,7 @@ class AecStage:
         self._far_active_samples = 0
         self.near_energy = 0.0  # while the far end was active: what came in ...
         self.out_energy = 0.0  # ... and what AEC3 let out (their ratio is the ERLE)
+        self.echo_power_bound = 0.0  # the loudest echo in what ``process`` returned last
         self.mode: EchoMode = "headset"
         self.set_delay_ms(delay_ms)
         self.set_mode(mode)
@@ -189,6 +190,7 @@ class AecStage:
         keep = len(mic) + len(self._pending) + 4 * FRAME_SAMPLES
         self._recent = np.concatenate([self._recent, mic])[-keep:]
         self._in_total += len(mic)
+        self.echo_power_bound = 0.0
         if self._kernel is None:
             return self._emit_microphone()
         if len(self._pending) == 0:
@@ -202,7 +204,10 @@ class AecStage:
         if self._untrusted and self.person_over_echo:
             # AEC3 is not converged and would eat the person's words; the echo is well under
             # them (or absent), so the VAD hears the microphone itself.
+            self.echo_power_bound = self.double_talk.echo_bound(
+                raw=True, observed=self.detector.sound_without_echo)
             return self._emit_microphone()
+        self.echo_power_bound = self.double_talk.echo_bound(raw=False)
         if out is None:
             return mic[:0]
         first = self._fed - count - self._kernel.latency_samples  # input index of out[0]
@@ -233,8 +238,10 @@ class AecStage:
         if self._far_active_samples == 0 and active_samples == 0:
             return None
         out = kernel.process(near, far)
-        self.detector.add(near, far, active_samples)
-        self.double_talk.update(near, far, self.detector.sound_without_echo)
+        # A possible person over the reply while AEC3 is not trusted: look again at once.
+        self.detector.add(near, far, active_samples,
+                          urgent=self._untrusted and self.double_talk.loud)
+        self.double_talk.update(near, far, self.detector.sound_without_echo, out)
         if active_samples:
             self._far_active_samples += active_samples
             mask = np.repeat(active, FRAME_SAMPLES)

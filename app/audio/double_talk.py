@@ -12,7 +12,15 @@ Every 10 ms frame of microphone (before the canceller) and aligned far end:
   far end could make, and more than the noise floor by the same margin; the verdict holds for
   ``HANGOVER_S`` (speech has dips).
 
-Until the far end has played ``MAX_DELAY_S`` nothing is near end (the echo path is unknown).
+Until the far end has played ``MAX_DELAY_S`` (an echo that late must have shown) the echo
+return level is not known yet: a conservative ``DEFAULT_ERL_DB`` stands in for it (an echo as
+loud as the far end itself), so a person clearly over everything the speaker plays is heard
+from the first reply on.
+
+``echo_bound``: the loudest echo power that can be in the microphone now (``raw``) or in the
+canceller's output (its residual, learnt the same way, ``DEFAULT_ERL_DB`` until then); the
+sound gate (:mod:`app.vad.sound`) wants sound well over it.
+
 Measured in ``bench turn-taking``: see docs/turn-taking.md.
 """
 
@@ -29,6 +37,8 @@ HANGOVER_S = 0.12
 ERL_DECAY_DB_PER_S = 1.0
 FAR_ACTIVE_POWER = 10 ** (-55 / 10)
 FLOOR_RISE_DB_PER_S = 3.0
+DEFAULT_ERL_DB = 0.0  # until learnt: the echo may be as loud as the far end
+RESIDUAL_DECAY_DB_PER_S = 3.0  # the canceller's residual falls as it converges
 
 
 class NearEndDetector:
@@ -39,24 +49,49 @@ class NearEndDetector:
         self._far_powers: deque[float] = deque(maxlen=round(MAX_DELAY_S * 100))
         self._far_active_frames = 0
         self.erl = 0.0  # echo power / far-end bound, learnt (linear)
+        self.residual = 0.0  # the canceller's output / far-end bound, learnt (linear)
         self.floor = 1e-10  # microphone noise floor (power)
         self._hold = 0  # frames the near-end verdict still holds
         self.near_end = False
+        self.loud = False  # the latest frame is well over the microphone's noise floor
 
     @property
     def learnt(self) -> bool:
         return self._far_active_frames >= round(MAX_DELAY_S * 100)
 
-    def update(self, near: np.ndarray, far: np.ndarray, talking: bool = False) -> None:
-        """Whole 10 ms frames of microphone and of the far end aligned to it; ``talking``: a
-        person is known to be talking (do not learn the echo level from these frames)."""
+    @property
+    def far_bound(self) -> float:
+        """The loudest far-end frame power that can still be coming back."""
+        return max(self._far_powers, default=0.0)
+
+    def echo_bound(self, raw: bool, observed: bool = False) -> float:
+        """The loudest echo power in the microphone (``raw``) or in the canceller's output;
+        ``observed``: what came back so far is all there is (correlation found the
+        microphone's sound to be no echo), no conservative default."""
+        learnt = self.erl if raw else self.residual
+        if not (self.learnt or observed):
+            learnt = max(learnt, 10 ** (DEFAULT_ERL_DB / 10))
+        return learnt * self.far_bound
+
+    def update(self, near: np.ndarray, far: np.ndarray, talking: bool = False,
+               out: np.ndarray | None = None) -> None:
+        """Whole 10 ms frames of microphone and of the far end aligned to it (and of the
+        canceller's output, ``out``); ``talking``: a person is known to be talking (do not
+        learn the echo level from these frames)."""
         count = len(near) // FRAME
-        near_p = np.mean(np.square(near[:count * FRAME].reshape(count, FRAME),
-                                   dtype=np.float64), axis=1)
-        far_p = np.mean(np.square(far[:count * FRAME].reshape(count, FRAME),
-                                  dtype=np.float64), axis=1)
-        for mic, played in zip(near_p.tolist(), far_p.tolist(), strict=True):
+        near_p = _powers(near, count)
+        far_p = _powers(far, count)
+        out_p = _powers(out, count) if out is not None else near_p
+        for mic, played, left in zip(near_p.tolist(), far_p.tolist(), out_p.tolist(),
+                                     strict=True):
             self._frame(mic, played, talking)
+            self._learn_residual(left, played, talking)
+
+    def _learn_residual(self, left: float, played: float, talking: bool) -> None:
+        bound = self.far_bound
+        if bound > FAR_ACTIVE_POWER and not self.near_end and not talking:
+            decay = 10 ** (-RESIDUAL_DECAY_DB_PER_S / 1000)
+            self.residual = max(self.residual * decay, left / bound)
 
     def _frame(self, mic: float, played: float, talking: bool) -> None:
         self._far_powers.append(played)
@@ -65,11 +100,17 @@ class NearEndDetector:
             self._far_active_frames += 1
         self.floor = min(mic, self.floor * 10 ** (FLOOR_RISE_DB_PER_S / 1000))
         margin = 10 ** (MARGIN_DB / 10)
-        loud = mic > margin * max(self.floor, 1e-10)
-        if self.learnt and loud and bound > FAR_ACTIVE_POWER and mic > margin * self.erl * bound:
+        loud = self.loud = mic > margin * max(self.floor, 1e-10)
+        erl = self.erl if self.learnt else max(self.erl, 10 ** (DEFAULT_ERL_DB / 10))
+        if loud and bound > FAR_ACTIVE_POWER and mic > margin * erl * bound:
             self._hold = round(HANGOVER_S * 100)
         elif self._hold:
             self._hold -= 1
         self.near_end = self._hold > 0
         if bound > FAR_ACTIVE_POWER and not self.near_end and not talking:
             self.erl = max(self.erl * 10 ** (-ERL_DECAY_DB_PER_S / 1000), mic / bound)
+
+
+def _powers(pcm: np.ndarray, count: int) -> np.ndarray:
+    """Mean square of each of the first ``count`` 10 ms frames, [count]."""
+    return np.mean(np.square(pcm[:count * FRAME].reshape(count, FRAME), dtype=np.float64), axis=1)

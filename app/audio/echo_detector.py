@@ -23,7 +23,9 @@ finding for the device pair) answers until the first verdict.
 ``sound_without_echo`` is the latest evaluation alone (0.1 s fresh): the microphone holds sound
 that does not correlate with the far end (a person talking over the reply), which lets the
 warm-up guard confirm a barge-in before the verdict. (A silent microphone does not count: the
-echo may simply not have arrived yet.)
+echo may simply not have arrived yet.) While the canceller warms up and the microphone turns
+loud, the caller asks for an ``urgent`` look every ``URGENT_EVERY`` samples (20 ms) instead of
+every 0.1 s, so a person talking over the session's first reply is told from the echo sooner.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ RATE_HZ = 16000
 WINDOW = 4000  # 0.25 s of microphone per evaluation
 MAX_LAG = 6400  # echo delays up to 0.4 s
 EVALUATE_EVERY = 1600  # samples (0.1 s)
+URGENT_EVERY = 320  # samples (20 ms)
 FFT_SIZE = 1 << int(np.ceil(np.log2(WINDOW + MAX_LAG)))
 ECHO_NCC = 0.5
 SAME_LAG = 32  # samples (2 ms)
@@ -55,6 +58,7 @@ class EchoDetector:
         self._near = np.zeros(WINDOW + MAX_LAG, np.float32)
         self._far = np.zeros(WINDOW + MAX_LAG, np.float32)
         self._since_evaluation = 0
+        self._since_urgent = 0
         self._far_active_samples = 0
         self._verdict: bool | None = None
         self._run_kind: bool | None = None  # the kind of the current run of votes ...
@@ -68,27 +72,34 @@ class EchoDetector:
     def echo_heard(self) -> bool | None:
         return self.prior if self._verdict is None else self._verdict
 
-    def add(self, near: np.ndarray, far: np.ndarray, far_active_samples: int) -> None:
+    def add(self, near: np.ndarray, far: np.ndarray, far_active_samples: int,
+            urgent: bool = False) -> None:
         """The microphone and the aligned far end (same length, 16 kHz), and how many of these
-        samples were far-active."""
+        samples were far-active; ``urgent``: evaluate sooner (see the module docstring)."""
         count = min(len(near), len(self._near))
         self._near = np.concatenate([self._near[count:], near[-count:]])
         self._far = np.concatenate([self._far[count:], far[-count:]])
         self._far_active_samples += far_active_samples
         self._since_evaluation += len(near)
-        if self._since_evaluation < EVALUATE_EVERY:
+        regular = self._since_evaluation >= EVALUATE_EVERY
+        if not (regular or (urgent and self._since_urgent + len(near) >= URGENT_EVERY)):
+            self._since_urgent += len(near)
             return
-        self._since_evaluation = 0
+        self._since_urgent = 0
+        if regular:
+            self._since_evaluation = 0
         far_power = float(np.mean(np.square(self._far[-WINDOW:])))
         if far_power < FAR_ACTIVE_POWER:
             self.sound_without_echo = False
             return
-        self._vote(self._evaluate(far_power))
+        vote = self._evaluate(far_power, regular)
+        if regular:  # urgent looks only say what the microphone holds now; they cast no vote
+            self._vote(vote)
 
-    def _evaluate(self, far_power: float) -> bool | None:
+    def _evaluate(self, far_power: float, regular: bool = True) -> bool | None:
         near = self._near[-WINDOW:].astype(np.float64)
         near_norm = float(np.linalg.norm(near))
-        self.sound_without_echo = False
+        was, self.sound_without_echo = self.sound_without_echo, False
         if near_norm**2 / WINDOW < far_power * SILENT_MIC_RATIO:
             return False
         far = self._far.astype(np.float64)  # [MAX_LAG + WINDOW], ending with the mic window
@@ -100,14 +111,20 @@ class EchoDetector:
         best = int(np.argmax(ncc))
         self.last_ncc = float(ncc[best])
         if self.last_ncc >= ECHO_NCC:
+            if not regular:
+                return None
             previous, self._peak_lag = self._peak_lag, best
             if previous is None or abs(previous - best) > SAME_LAG:
                 return None  # the first high peak at this lag: wait for the next
             self.delay_ms = (MAX_LAG - best) * 1000 / RATE_HZ
             return True
-        self._peak_lag = None
-        self.sound_without_echo = self.last_ncc < NO_ECHO_NCC
-        return False if self.sound_without_echo else None
+        if regular:
+            self._peak_lag = None
+        no_echo = self.last_ncc < NO_ECHO_NCC
+        # An urgent look that cannot tell (the person's onset over a reply in their own voice
+        # correlates at 0.3-0.5) keeps what the last look found: it may only find a person.
+        self.sound_without_echo = no_echo or (was and not regular)
+        return False if no_echo else None
 
     def _vote(self, vote: bool | None) -> None:
         if vote is None:

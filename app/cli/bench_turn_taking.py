@@ -75,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=OutputFile(what="JSON file"),
                         help="also write the figures as JSON")
     parser.add_argument("--endpointing", choices=("smart", "silence", "both"), default="both",
-                        help="end of turn by the smart-turn model (default settings), by "
-                        "silence only, or both side by side (default)")
+                        help="end of turn by the smart-turn model, by silence only, or both "
+                        "side by side (default); everything else at default settings")
 
 
 # ---- scenarios -------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def scenario_row(figures: Figures, endpoint_silence_ms: float) -> dict[str, Any]
     row.update(missed=figures.missed, split=figures.split, false_turns=figures.false_turns,
                false_interruptions=figures.false_interruptions,
                self_interruptions=figures.self_interruptions,
-               stops_missed=figures.stops_missed)
+               stops_missed=figures.stops_missed, replies_withdrawn=figures.replies_withdrawn)
     row["meets_targets"] = meets_targets(figures, endpoint_silence_ms)
     return row
 
@@ -293,18 +293,19 @@ def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
     overall.update(missed=total.missed, split=total.split, false_turns=total.false_turns,
                    false_interruptions=total.false_interruptions,
                    self_interruptions=total.self_interruptions, barge_ins=total.barge_ins,
-                   stops_missed=total.stops_missed,
+                   stops_missed=total.stops_missed, replies_withdrawn=total.replies_withdrawn,
                    scenarios_meeting_targets=sum(r["meets_targets"] for r in rows.values()),
                    scenarios=len(rows))
     replies = {"replies": echo_replies.replies,
                "self_interruptions": echo_replies.self_interruptions,
                "false_interruptions": echo_replies.false_interruptions,
-               "false_turns": echo_replies.false_turns, "missed": echo_replies.missed}
+               "false_turns": echo_replies.false_turns, "missed": echo_replies.missed,
+               "replies_withdrawn": echo_replies.replies_withdrawn}
     return {"scenarios": rows, "overall": overall, "echo_rooms_unattended": replies,
             "wall_s": round(time.perf_counter() - started, 1), "_total": total}
 
 
-MODES = {"smart": (), "silence": (("vad.smart_endpoint", False),)}
+MODES = {"smart": (("vad.smart_endpoint", True),), "silence": (("vad.smart_endpoint", False),)}
 
 
 def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
@@ -315,6 +316,8 @@ def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
             "reply_after_true_end_ms_p90": after["p90"],
             "hesitations_kept": f"{total.hesitations_kept}/{total.hesitations}",
             "split_turns": total.split, "missed_turns": total.missed,
+            "replies_withdrawn": total.replies_withdrawn,
+            "withdrawn_heard_ms_median": summarise(total.withdrawn_heard_ms)["median"],
             "turn_end_ms_median": summarise(total.turn_end_ms)["median"],
             "decision_cpu_ms_median": summarise(total.decision_cpu_ms)["median"],
             "loop_cpu_pct_of_core_median": summarise(total.cpu_pct_of_core)["median"]}
@@ -335,10 +338,12 @@ def run(args: argparse.Namespace) -> int:
     scenarios = [s for s in build_scenarios(args.quick) if not args.only or s.name in args.only]
     selfs = [] if args.quick or args.only else self_interruption_scenarios(args.sessions)
     modes = ["smart", "silence"] if args.endpointing == "both" else [args.endpointing]
-    results = {mode: run_bench(scenarios, selfs if mode == "smart" else [], MODES[mode])
-               for mode in modes}
+    results = {mode: run_bench(scenarios, selfs, MODES[mode]) for mode in modes}
+    from app.settings import Settings
+
+    default = "smart" if Settings().vad.smart_endpoint else "silence"
     for mode, figures in results.items():
-        print(f"## end of turn: {mode}" + (" (default settings)" if mode == "smart" else ""))
+        print(f"## end of turn: {mode}" + (" (default settings)" if mode == default else ""))
         print_figures(figures, print)
     side = {mode: endpointing_row(figures) for mode, figures in results.items()}
     print("## end of turn side by side (issue 23; complete turns: reply audible after the true "
@@ -356,7 +361,7 @@ def run(args: argparse.Namespace) -> int:
 def print_figures(figures: dict[str, Any], out: Callable[[str], None]) -> None:
     columns = ("detection_ms", "to_20db_ms", "to_silence_ms", "audio_start_ms", "turn_end_ms",
                "missed", "split", "false_turns", "false_interruptions", "self_interruptions",
-               "stops_missed", "meets_targets")
+               "stops_missed", "replies_withdrawn", "meets_targets")
     out("per scenario (ms from the true onset or end; detection: median, others: worst):")
     for line in markdown_table("scenario", columns, figures["scenarios"]):
         out(line)

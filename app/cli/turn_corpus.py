@@ -28,6 +28,8 @@ from app.audio.simulated_echo import SimulatedEcho
 RATE_HZ = 16000
 CORPUS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "turn_corpus"
 UTTERANCE_GAP_S = 0.45  # segments closer than this are one utterance (one turn)
+BED_S = 1.0  # a talker's room noise is there this long before they speak (faded in)
+BED_FADE_S = 0.1
 Kind = Literal["turn", "barge_in", "ignored"]
 
 
@@ -254,6 +256,7 @@ def compose(name: str, plan: list[tuple[float, Clip, Kind]], room: Room, *, tail
     for at, clip, kind in plan:
         gain = 10 ** ((talker_dbfs - level_dbfs(clip.pcm, clip.speech)) / 20)
         start = int(at * RATE_HZ)
+        _lay_bed(track, clip, start, gain)
         track[start:start + len(clip.pcm)] += clip.pcm * gain
         utterances.append(Utterance(clip.name, kind, tuple((at + a, at + b)
                                                            for a, b in clip.speech),
@@ -268,6 +271,20 @@ def compose(name: str, plan: list[tuple[float, Clip, Kind]], room: Room, *, tail
         track = (track + noise_pcm * gain).astype(np.float32)
     return TurnScenario(name, _convert(track, rate_hz, channels), rate_hz, utterances, room,
                         **kwargs)  # type: ignore[arg-type]
+
+
+def _lay_bed(track: np.ndarray, clip: Clip, start: int, gain: float) -> None:
+    """The recording's own background (before its first word) looped over the ``BED_S``
+    before the clip, faded in: a microphone hears a room's noise before anyone speaks, and
+    a noise that appears with the first word would be an onset no real room has."""
+    background = clip.pcm[:max(0, int((clip.speech[0][0] - 0.01) * RATE_HZ))]
+    length = min(start, int(BED_S * RATE_HZ))
+    if len(background) < 160 or length <= 0:
+        return
+    bed = looped(background, length) * gain
+    fade = min(length, int(BED_FADE_S * RATE_HZ))
+    bed[:fade] *= 0.5 - 0.5 * np.cos(np.pi * np.arange(fade) / fade)
+    track[start - length:start] += bed
 
 
 def _convert(track: np.ndarray, rate_hz: int, channels: int) -> np.ndarray:

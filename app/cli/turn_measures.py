@@ -14,7 +14,10 @@ end of the utterance they belong to.
 - missed / split turns: an utterance meant as a turn got no turn / more than one; false turns:
   turns that start in no utterance;
 - false interruptions: the pipeline's own count; self-interruptions: a reply stopped (or its
-  reply interrupted) while nobody was talking.
+  reply interrupted) while nobody was talking;
+- replies withdrawn: the end-of-turn model ended a turn early, its reply started, and the
+  person went on (the turn resumed); ``withdrawn_heard_ms``: how much of each such reply
+  reached the speaker before it stopped.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ import numpy as np
 
 from app.cli.turn_corpus import TurnScenario, Utterance
 from app.conversation.simulation import SimulationResult
-from app.events import ConversationState, StateChanged, UserSpeechStarted, UserTurnEnded
+from app.events import (
+    ConversationState,
+    ReplyFinished,
+    StateChanged,
+    UserSpeechStarted,
+    UserTurnEnded,
+)
 
 WINDOW_S = 0.002
 SOUND_FLOOR = 10 ** (-55 / 20)  # reply windows quieter than this carry no gain information
@@ -61,6 +70,8 @@ class Figures:
     hesitations_kept: int = 0  # stayed one turn
     decision_cpu_ms: list[float] = field(default_factory=list)
     cpu_pct_of_core: list[float] = field(default_factory=list)
+    replies_withdrawn: int = 0
+    withdrawn_heard_ms: list[float] = field(default_factory=list)
 
     def merge(self, other: Figures) -> None:
         for name, value in vars(other).items():
@@ -114,11 +125,44 @@ def measure(scenario: TurnScenario, result: SimulationResult,
             figures.reply_after_end_ms.append((audible[0] - utterance.end_s) * 1000)
     spoken = [u for u in scenario.utterances if u.kind != "ignored"]
     figures.false_turns = sum(1 for t in turns if not any(t in match(u, turns) for u in spoken))
+    withdrawn = withdrawals(result)
+    figures.withdrawn_heard_ms = [heard for heard, _ in withdrawn]
+    figures.replies_withdrawn = len(withdrawn)
+    figures.self_interruptions += sum(1 for _, at in withdrawn if not _talking(scenario, at))
     decisions = [getattr(r, "endpoint_decision", None) for r in result.records]
     figures.decision_cpu_ms = [d.model_ms for d in decisions
                                if d is not None and d.model_ms is not None]
     _stops(scenario, result, replies, figures)
     return figures
+
+
+def withdrawals(result: SimulationResult) -> list[tuple[float, float]]:
+    """Turns that went on after an early end (``UserSpeechStarted`` again for the same turn):
+    how much of the withdrawn reply was played (ms; its ``ReplyFinished`` comes just before or
+    just after) and when the turn resumed (s). A resumption while nobody talked is a
+    self-interruption."""
+    started: set[int] = set()
+    heard: dict[int, float] = {}  # turn → heard ms of its reply since its last end
+    waiting: dict[int, int] = {}  # turn → index in ``out`` still missing its heard ms
+    out: list[list[float]] = []
+    speaking_s = 0.0
+    for event in result.events:
+        if isinstance(event, StateChanged) and event.state == ConversationState.USER_SPEAKING:
+            speaking_s = event.t_s
+        elif isinstance(event, UserTurnEnded):
+            heard.pop(event.turn_id, None)
+        elif isinstance(event, ReplyFinished):
+            if event.turn_id in waiting:
+                out[waiting.pop(event.turn_id)][0] = event.heard_ms
+            else:
+                heard[event.turn_id] = event.heard_ms
+        elif isinstance(event, UserSpeechStarted):
+            if event.turn_id in started:
+                if event.turn_id not in heard:  # its reply's end is still to come
+                    waiting[event.turn_id] = len(out)
+                out.append([heard.pop(event.turn_id, 0.0), speaking_s])
+            started.add(event.turn_id)
+    return [(a, b) for a, b in out]
 
 
 def _talking(scenario: TurnScenario, t_s: float) -> bool:

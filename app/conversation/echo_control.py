@@ -77,6 +77,15 @@ class EchoControl:
         return []
 
     @property
+    def echo_settled(self) -> bool:
+        """An echo of the speaker would be cancelled (or there is none to cancel): the
+        canceller has converged, found no echo, or is not in use. Until then an early reply
+        could hide a person who goes on (AEC3 warming up swallows speech over a reply)."""
+        stage = self.stage
+        return (stage is None or not stage.active or stage.echo_heard is False
+                or stage.far_active_s >= stage.warmup_far_s)
+
+    @property
     def echo_guard(self) -> bool:
         """The canceller is warming up: speech during a reply may only duck it."""
         return self.stage is not None and self.stage.warming_up

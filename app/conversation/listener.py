@@ -8,6 +8,11 @@ time through an anchor refreshed on every pull (so device clock drift does not a
 the newest 16 kHz sample is as old as the newest captured sample plus the resampler's
 look-ahead and the echo canceller's latency.
 
+Every 10 ms block of that stream also goes through the sound gate (:mod:`app.vad.sound`: over
+the noise floor and over the loudest echo the canceller says may be in it): ``take_sound``
+hands those blocks to the turn controller, the first evidence of a person talking over a
+reply, a frame before the VAD can say it is speech.
+
 Raw taps (the acoustic check) see the 16 kHz microphone before the echo canceller. While the
 listener is *deaf* (half-duplex replies, the acoustic check) the VAD scores silence instead of
 the microphone, so nothing heard then can start or confirm speech; the waveform and the history
@@ -25,6 +30,7 @@ from app.audio.echo_canceller import EchoCanceller, PassThroughEchoCanceller
 from app.audio.resample import StreamResampler
 from app.audio.ringbuffer import RingBuffer
 from app.vad.base import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE_HZ, SpeechScorer, VadFrame
+from app.vad.sound import BLOCK_SAMPLES, SoundBlock, SoundGate
 
 
 class Listener:
@@ -44,6 +50,9 @@ class Listener:
         self._deaf_from_s: float | None = None  # frames starting in [from, until) are not heard
         self._deaf_until_s = float("inf")
         self._was_deaf = False
+        self.sound_gate = SoundGate()
+        self._block_start = 0  # 16 kHz index of the next sound block
+        self._sound: list[SoundBlock] = []
 
     def configure_input(self, sample_rate_hz: int) -> None:
         """A (new) input device: fresh capture buffer and resampler; the 16 kHz stream goes on."""
@@ -90,7 +99,26 @@ class Listener:
             self.history.write(self.echo_canceller.process(pcm, pcm_start_s))
         self._anchor_index = self.history.total_written
         self._anchor_s = pcm_end_s - self.echo_canceller.latency_s
+        self._gate_blocks(float(getattr(self.echo_canceller, "echo_power_bound", 0.0)))
         return self._score_frames()
+
+    def take_sound(self) -> list[SoundBlock]:
+        """The sound blocks completed since the last call, in capture order."""
+        blocks, self._sound = self._sound, []
+        return blocks
+
+    def _gate_blocks(self, echo_power: float) -> None:
+        block = np.empty(BLOCK_SAMPLES, np.float32)
+        while self.history.total_written - self._block_start >= BLOCK_SAMPLES:
+            start = max(self._block_start, self.history.oldest_index)
+            self.history.read_range(start, block)
+            start_s = self.time_at(start)
+            deaf = self.deaf_at(start_s)
+            power = 0.0 if deaf else float(np.mean(np.square(block, dtype=np.float64)))
+            sound = self.sound_gate.block(power, echo_power)
+            self._sound.append(SoundBlock(start_s, start_s + BLOCK_SAMPLES / SAMPLE_RATE_HZ,
+                                          sound, echo_power <= 0.0))
+            self._block_start = start + BLOCK_SAMPLES
 
     def _score_frames(self) -> list[VadFrame]:
         frames = []

@@ -45,6 +45,7 @@ class _Pending:
     barge_in: tuple[float, float] | None = None  # (onset_s, detected_s)
     decision: EndpointDecision | None = None
     model_ms: float | None = None
+    resumed: int = 0  # early ends taken back because the person went on
 
 
 class TurnMetrics:
@@ -54,6 +55,7 @@ class TurnMetrics:
         self.origin_s = 0.0  # clock time of the first input sample
         self.records: deque[TurnRecord] = deque(maxlen=keep_last)
         self.false_interruptions = 0  # this session (see FalseInterruptionDetected)
+        self.replies_withdrawn = 0  # this session: early ends taken back (TurnResumed)
         self._pending: dict[int, _Pending] = {}
 
     def started(self, turn_id: int, onset_s: float, audio_from_s: float | None = None) -> None:
@@ -64,7 +66,20 @@ class TurnMetrics:
         if pending := self._pending.get(turn_id):
             pending.user_end_s, pending.endpoint_s = user_end_s, endpoint_s
             pending.decision = EndpointDecision(by, round((endpoint_s - user_end_s) * 1000, 3),
-                                                probability, pending.model_ms)
+                                                probability, pending.model_ms, pending.resumed)
+
+    def resumed(self, turn_id: int) -> tuple[float, float]:
+        """The turn goes on after an early end: what its end and reply set is forgotten;
+        returns its (onset, audio start)."""
+        self.replies_withdrawn += 1
+        pending = self._pending.get(turn_id)
+        if pending is None:
+            return 0.0, 0.0
+        fresh = _Pending(pending.onset_s, pending.audio_from_s, model_ms=pending.model_ms,
+                         resumed=pending.resumed + 1)
+        self._pending[turn_id] = fresh
+        return fresh.onset_s, (fresh.audio_from_s if fresh.audio_from_s is not None
+                               else fresh.onset_s)
 
     def endpoint_model(self, turn_id: int, cost_ms: float) -> None:
         """The end-of-turn model answered for this turn, at this CPU cost."""
@@ -154,9 +169,10 @@ def _median(values: Iterable[float]) -> float | None:
 
 
 def summarize(records: Iterable[TurnRecord], endpoint_silence_ms: float,
-              false_interruptions: int = 0) -> dict[str, Any]:
-    """The report's ``summary``: medians over the turns that have the figure, and the count of
-    false interruptions (speech during a reply that was not confirmed)."""
+              false_interruptions: int = 0, replies_withdrawn: int = 0) -> dict[str, Any]:
+    """The report's ``summary``: medians over the turns that have the figure, and the counts
+    of false interruptions (speech during a reply that was not confirmed) and of replies
+    withdrawn (the end-of-turn model ended a turn early and the person went on)."""
     records = list(records)
     latencies = [r.response_latency_ms for r in records if r.response_latency_ms is not None]
     stops = [r.barge_in.stop_latency_ms for r in records if r.barge_in is not None]
@@ -166,6 +182,7 @@ def summarize(records: Iterable[TurnRecord], endpoint_silence_ms: float,
         "app_overhead_ms_median": _median(x - endpoint_silence_ms for x in latencies),
         "barge_in_stop_ms_median": _median(stops),
         "false_interruptions": false_interruptions,
+        "replies_withdrawn": replies_withdrawn,
     }
 
 

@@ -119,6 +119,7 @@ class Pipeline:
         self._stopped = False
         self._released = threading.Event()  # set when stop() has released everything
         self._last_finished_turn = 0  # replies end in turn order; later reports are stale
+        self._withdrawn: set[int] = set()  # replies taken back (TurnResumed), still fading
 
     # ---- ConversationPort ------------------------------------------------------------------
 
@@ -241,9 +242,11 @@ class Pipeline:
         frames = self._listener.process()
         if frames and self._listener.first_sample_s is not None:  # set once, then the same
             self.metrics.origin_s = self._listener.first_sample_s
-        if frames:
+        sound = self._listener.take_sound()  # every 10 ms: a frame may not be complete yet
+        if frames or sound:
             self._run(self._controller.on_frames(frames, self.clock.now(),
-                                                 self._echo.echo_guard))
+                                                 self._echo.echo_guard,
+                                                 self._echo.echo_settled, sound))
         self._turn_feed.pump(self._controller.user_turn_id)
         self._emit_all(self._io.input_warnings())
         self.tools.poll()
@@ -344,7 +347,22 @@ class Pipeline:
                 self._deliver(route, event, ready_s)
         else:
             self._respond(UserTurn(a.turn_id, self._turn_feed.audio()), held=False)
-        self._turn_feed.end()
+        if a.final:  # an early end keeps the audio: the turn may go on (TurnResumed)
+            self._turn_feed.end()
+
+    def _on_turn_resumed(self, a: t.TurnResumed) -> None:
+        """The early end is taken back: the reply is withdrawn (never reported as heard, so
+        the engine drops it) and the turn goes on, its audio whole."""
+        self._speculative_seq = None
+        route = self._routes.for_turn(a.turn_id)
+        if route is not None:
+            self._routes.discard(route.seq)
+        player = self._io.player
+        if player is not None and player.active_turn_id == a.turn_id:
+            self._withdrawn.add(a.turn_id)
+            player.flush(self.clock.now())
+        onset, audio_from = self.metrics.resumed(a.turn_id)
+        self._emit(ev.UserSpeechStarted(a.turn_id, self._rel(onset), self._rel(audio_from)))
 
     def _on_turn_abandoned(self, a: t.TurnAbandoned) -> None:
         self.metrics.abandoned(a.turn_id)
@@ -388,6 +406,7 @@ class Pipeline:
         t.SpeculationCancelled: _on_speculation_cancelled, t.ReplyInterrupted: _on_interrupted,
         t.DuckSet: _on_duck,
         t.FalseInterruption: _on_false_interruption, t.EndpointQuery: _on_endpoint_query,
+        t.TurnResumed: _on_turn_resumed,
     }
 
     # ---- user audio → engine → player -------------------------------------------------------
@@ -448,6 +467,10 @@ class Pipeline:
 
     def _reply_over(self, turn_id: int, heard_samples: int, rate_hz: int, t_s: float,
                     interrupted: bool) -> None:
+        if turn_id in self._withdrawn:  # taken back (TurnResumed): the turn is not over
+            self._withdrawn.discard(turn_id)
+            self._emit(ev.ReplyFinished(turn_id, True, heard_samples / rate_hz * 1000))
+            return
         if turn_id <= self._last_finished_turn:
             return
         self._last_finished_turn = turn_id

@@ -73,10 +73,12 @@ class SimulationResult:
     endpoint_silence_ms: float
     charged_compute_s: float = 0.0
     false_interruptions: int = 0
+    replies_withdrawn: int = 0  # early ends by the model taken back (the person went on)
     echo: dict[str, Any] = field(default_factory=dict)  # echo mode, canceller, delay, ERLE
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.records, self.endpoint_silence_ms, self.false_interruptions)
+        return summarize(self.records, self.endpoint_silence_ms, self.false_interruptions,
+                         self.replies_withdrawn)
 
 
 def _ptt_commands(pairs: tuple[tuple[float, float], ...]) -> list[tuple[float, Command]]:
@@ -155,6 +157,7 @@ class Simulation:
             endpoint_silence_ms=self.settings.vad.endpoint_silence_ms,
             charged_compute_s=getattr(self.clock, "charged_s", 0.0),
             false_interruptions=pipeline.metrics.false_interruptions,
+            replies_withdrawn=pipeline.metrics.replies_withdrawn,
             echo=pipeline.echo.status())
 
 

@@ -35,6 +35,22 @@ class TurnEnded:
     decided_by: Literal["silence", "model", "cap", "release"] = "silence"
     model_probability: float | None = None  # the end-of-turn model's verdict on this pause
 
+    @property
+    def final(self) -> bool:
+        """False for an early end by the model, which speech going on may take back
+        (``TurnResumed``)."""
+        return self.decided_by != "model"
+
+
+@dataclass(frozen=True)
+class TurnResumed:
+    """The person went on speaking after the end-of-turn model ended their turn early: the
+    turn continues (same id, its audio whole); withdraw the reply to it, if any."""
+
+    turn_id: int
+    resumed_s: float  # the speech that goes on began in the frame starting here
+    t_s: float
+
 
 @dataclass(frozen=True)
 class EndpointQuery:
@@ -91,4 +107,4 @@ class FalseInterruption:
 
 Action = (StateSet | TurnStarted | TurnEnded | TurnAbandoned | SpeculationStarted
           | SpeculationCancelled | ReplyInterrupted | DuckSet
-          | FalseInterruption | EndpointQuery)
+          | FalseInterruption | EndpointQuery | TurnResumed)

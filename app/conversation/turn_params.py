@@ -21,7 +21,8 @@ class TurnParams:
     smart_pause_ms: float = 150.0  # ask the model at this much silence ...
     endpoint_silence_ms: float = 500.0  # ... end here if it has not answered ...
     smart_long_silence_ms: float = 1800.0  # ... and here at the latest when it said "not yet"
-    smart_threshold: float = 0.85
+    smart_threshold: float = 0.85  # finished at or above: end early (speech going on resumes)
+    smart_unfinished_threshold: float = 0.2  # under: wait up to the long silence
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TurnParams:
@@ -37,7 +38,9 @@ class TurnParams:
                    endpoint_silence_ms=vad.endpoint_silence_ms,
                    smart_long_silence_ms=max(vad.smart_long_silence_ms,
                                              vad.endpoint_silence_ms),
-                   smart_threshold=vad.smart_threshold)
+                   smart_threshold=vad.smart_threshold,
+                   smart_unfinished_threshold=min(vad.smart_unfinished_threshold,
+                                                  vad.smart_threshold))
 
     @property
     def smart(self) -> bool:

@@ -109,6 +109,13 @@ class Segmenter:
         self._onset_s = self._last_voiced_s = self._last_strong_s = None
         self._weak_frames = 0
 
+    def begin(self, onset_s: float, last_voiced_s: float) -> None:
+        """Take speech found by other evidence (a weakly voiced word within sound that
+        stopped a reply) as an utterance that began at ``onset_s``."""
+        self.state = VadState.SPEAKING
+        self._onset_s, self._last_voiced_s = onset_s, last_voiced_s
+        self._last_strong_s, self._weak_frames = last_voiced_s, 0
+
     def step(self, frame: VadFrame) -> VadUpdate:
         return self.update(frame.probability, frame.start_s, frame.end_s)
 

@@ -373,6 +373,11 @@ class BrokenModel:
         raise RuntimeError("onnxruntime: invalid graph")
 
 
+# With the end-of-turn model, on a headset: early replies from the first turn on (on speakers
+# they wait until the echo canceller has settled: test_smart_endpoint.py).
+SMART_HEADSET = Settings().with_values({"vad.smart_endpoint": True, "echo.mode": "headset"})
+
+
 def test_the_end_of_turn_model_answers_a_finished_sentence_and_waits_through_a_pause() -> None:
     """Issue 23, the real smart-turn model on real speech (switched on; it is off by default):
     a finished sentence is answered well before the 500 ms silence; a 1 s thinking pause in the
@@ -385,7 +390,7 @@ def test_the_end_of_turn_model_answers_a_finished_sentence_and_waits_through_a_p
     second_at = 0.5 + end + 3.0
     pcm = track([(0.5, clip.pcm), (second_at, paused.pcm)], second_at + len(paused.pcm) / RATE
                 + 4.0)
-    result = converse(pcm, Settings().with_value("vad.smart_endpoint", True))
+    result = converse(pcm, SMART_HEADSET)
     first, second = result.records
     assert first.endpoint_decision is not None and first.endpoint_decision.by == "model"
     assert first.endpoint_decision.probability >= 0.85
@@ -403,3 +408,36 @@ def test_a_broken_end_of_turn_model_leaves_the_end_of_turn_to_silence() -> None:
     assert record.endpoint_decision is not None and record.endpoint_decision.by == "silence"
     assert record.endpoint_decision.probability is None
     assert 0.5 <= record.endpoint_s - record.user_end_s <= 0.55
+
+
+class AlwaysFinished:
+    """An end-of-turn model that calls every pause the end (as smart-turn does at many clause
+    pauses of read speech)."""
+
+    def probability(self, pcm_16k: np.ndarray) -> float:
+        return 0.97
+
+
+def test_an_early_end_taken_back_withdraws_the_reply_and_keeps_the_sentence_whole() -> None:
+    """Issue 23: "He turned sharply, | (400 ms) and faced Gregson across the table." The model
+    ends the turn at the comma and the reply starts; the person goes on: the reply stops, the
+    engine never hears it was played, and the whole sentence is one turn, answered once."""
+    from app.cli.turn_corpus import load_corpus
+
+    clip = load_corpus()["en_f_slt_a0009"].with_pauses(0.4, 1)
+    pcm = track([(0.5, clip.pcm)], 0.5 + len(clip.pcm) / RATE + 3.0)
+    engine = RecordingEngine()
+    result = run_simulation(SMART_HEADSET, engine, SimulatedMicrophone(pcm, 16000),
+                            SimulationOptions(charge_compute=False),
+                            end_of_turn=AlwaysFinished())
+    assert {e.turn_id for e in of(result, UserSpeechStarted)} == {1}  # one turn, resumed once
+    assert len(of(result, UserSpeechStarted)) == 2 and result.replies_withdrawn == 1
+    withdrawn, answered = of(result, ReplyFinished)
+    assert withdrawn.interrupted and not answered.interrupted
+    assert [turn for turn, _, _ in engine.heard] == [1]  # only the answer that played out
+    [record] = result.records
+    assert record.endpoint_decision is not None and record.endpoint_decision.resumed == 1
+    assert record.user_end_s > 0.5 + clip.speech[-1][1] - 0.1  # the whole sentence
+    last = engine.turns[-1]
+    assert len(last.pcm_16k) / RATE > clip.speech[-1][1] - clip.speech[0][0]
+    assert result.summary()["replies_withdrawn"] == 1

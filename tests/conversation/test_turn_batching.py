@@ -25,8 +25,10 @@ from tests.conversation.turn_script import QUIET, SPEECH, Script
 # Fields stamped with the processing time (``now_s``) rather than decided from frame times.
 PROCESSING_TIMES = {t.TurnEnded: "endpoint_s", t.ReplyInterrupted: "detected_s",
                     t.SpeculationStarted: "t_s", t.SpeculationCancelled: "t_s",
-                    t.FalseInterruption: "t_s"}
-CALLS = ("reply_audible", "reply_finished", "press", "release", "stop_reply", "mute", "unmute")
+                    t.FalseInterruption: "t_s", t.EndpointQuery: "t_s", t.TurnResumed: "t_s"}
+CALLS = ("reply_audible", "reply_finished", "press", "release", "stop_reply", "mute", "unmute",
+         "finished", "unsure", "not_finished")  # the last three: end-of-turn model verdicts
+VERDICTS = {"finished": 0.95, "unsure": 0.6, "not_finished": 0.05}
 
 probabilities = st.sampled_from([0.0, 0.2, 0.4, 0.45, 0.55, 0.9, 1.0])
 runs = st.lists(st.tuples(probabilities, st.integers(1, 25)), min_size=1, max_size=4).map(
@@ -37,7 +39,8 @@ scripts = st.lists(st.one_of(frames_step, frames_step, call_step), min_size=1, m
 params = st.builds(t.TurnParams, mode=st.sampled_from(["always_listening", "push_to_talk"]),
                    barge_in=st.booleans(), speculative_start=st.booleans(),
                    barge_in_min_speech_ms=st.sampled_from([32.0, 96.0]),
-                   max_user_turn_s=st.sampled_from([0.5, 1.0, 60.0]))
+                   max_user_turn_s=st.sampled_from([0.5, 1.0, 60.0]),
+                   smart_endpoint=st.booleans())
 
 
 class Run:
@@ -82,6 +85,11 @@ class Run:
             self.actions += c.reply_finished(turn, now)
         elif name in ("mute", "unmute"):
             self.actions += c.set_muted(name == "mute", now)
+        elif name in VERDICTS:  # an answer to the latest question, as the pipeline hands it
+            asked = [a for a in self.actions if isinstance(a, t.EndpointQuery)]
+            if asked:
+                self.actions += c.endpoint_verdict(asked[-1].turn_id, asked[-1].pause,
+                                                   VERDICTS[name], now)
         else:
             self.actions += getattr(c, name)(now)
 

@@ -39,6 +39,28 @@ def test_always_listening_turn_with_pre_roll_and_endpoint() -> None:
     assert s.states()[-2:] == [S.SPEAKING, S.LISTENING]
 
 
+@pytest.mark.parametrize("smart", [False, True])
+def test_the_endpoint_silence_ends_the_turn_at_the_10_ms_block_not_the_next_frame(
+        smart: bool) -> None:
+    """Issue 14: turns ended 593-630 ms after the true end with a 500 ms endpoint; up to
+    32 ms of that was waiting for the VAD frame the endpoint fell in."""
+    s = Script(speculative_start=False, smart_endpoint=smart).frames(SPEECH, 20)
+    s.frames(QUIET, 15)  # 480 ms of silence after the last voiced frame (0.64 s)
+    assert not s.of(t.TurnEnded)
+    s.blocks(False, 2)  # 1.12-1.14 s: 500 ms is reached at 1.14 s
+    [ended] = s.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(20 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(1.14)  # not 1.152, the end of the next frame
+
+
+def test_sound_after_the_last_frame_leaves_the_endpoint_to_the_frame() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 15)
+    s.blocks(True, 1).blocks(False, 2)  # something to hear: the frame may be speech again
+    assert not s.of(t.TurnEnded)
+    s.frames(QUIET, 1)
+    assert s.of(t.TurnEnded)[0].endpoint_s == pytest.approx(36 * FRAME_S)
+
+
 def test_speculation_starts_at_a_short_pause_and_is_cancelled_when_speech_resumes() -> None:
     s = Script(speculative_pause_ms=150).frames(SPEECH, 12).frames(QUIET, 6)
     assert len(s.of(t.SpeculationStarted)) == 1

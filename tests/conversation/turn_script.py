@@ -12,8 +12,10 @@ from __future__ import annotations
 from app.conversation import turns as t
 from app.events import ConversationState
 from app.vad.base import FRAME_S, VadFrame
+from app.vad.sound import SoundBlock
 
 SPEECH, QUIET = 0.9, 0.05
+BLOCK_S = 0.01  # a sound block
 FRAMES_PER_PUMP = 1
 
 
@@ -26,7 +28,11 @@ class Script:
         self.frame = 0
         self.log: list[tuple[int, t.Action]] = []
         self.guard = False  # the echo canceller's warm-up guard
+        self.settled = True  # the echo canceller has converged (or there is no echo)
         self._pumped_at: dict[int, float] = {}  # frame count → time of the pump that took it
+        self.sound = False  # what the sound gate says from now on (blocks go with the frames)
+        self.echo_free = True  # no echo of the speaker can be in the sound (the gate says)
+        self._blocks = 0  # sound blocks handed over so far
 
     @property
     def now(self) -> float:
@@ -39,8 +45,30 @@ class Script:
             self.frame += len(batch)
             for frame in batch:
                 self._pumped_at[round(frame.end_s / FRAME_S)] = self.now
-            self._keep(self.controller.on_frames(batch, self.now, echo_guard=self.guard))
+            self._keep(self.controller.on_frames(batch, self.now, echo_guard=self.guard,
+                                                 echo_settled=self.settled,
+                                                 sound=self._sound_until(self.now)))
         return self
+
+    def blocks(self, sound: bool, count: int) -> Script:
+        """Sound blocks alone (10 ms each), one per pump, before the next frame is complete;
+        ``self.sound`` stays what the last one said."""
+        self.sound = sound
+        for _ in range(count):
+            block = SoundBlock(self._blocks * BLOCK_S, (self._blocks + 1) * BLOCK_S, sound,
+                               self.echo_free)
+            self._blocks += 1
+            self._keep(self.controller.on_frames([], block.end_s, echo_guard=self.guard,
+                                                 echo_settled=self.settled, sound=[block]))
+        return self
+
+    def _sound_until(self, end_s: float) -> list[SoundBlock]:
+        out = []
+        while (self._blocks + 1) * BLOCK_S <= end_s + 1e-9:
+            out.append(SoundBlock(self._blocks * BLOCK_S, (self._blocks + 1) * BLOCK_S,
+                                  self.sound, self.echo_free))
+            self._blocks += 1
+        return out
 
     def call(self, method: str, *args: object) -> Script:
         self._keep(getattr(self.controller, method)(*args, self.now))

@@ -1,0 +1,171 @@
+"""Barge-in: what speech during a reply does (part of the turn controller, see
+:mod:`app.conversation.turns`). Pure: decisions depend on frame times only.
+
+While a reply is pending or playing, a speech candidate ducks the reply; once it has lasted
+``barge_in_min_speech_ms`` the reply is interrupted (player fade-out and engine cancel, done by
+the pipeline at once) and the state is INTERRUPTED until the VAD confirms the onset, which
+starts the new turn with its pre-roll.
+
+The duck comes at the first voiced frame; if the speech is not confirmed (a cough, a door, or a
+burst of echo the canceller let through) the volume comes back and the reply carries on. Every
+such duck-and-restore, and every barge-in that stopped a reply but then turned out not to be
+speech (no onset followed), is a *false interruption*. While the echo canceller is still
+warming up (``echo_guard``) speech during a reply only ducks it: it is confirmed once the
+guard is over, if the person is still talking. Speech that stops for less than
+``DIP_TOLERANCE_S`` and goes on is one utterance: a dip keeps the duck and the first onset.
+
+Sound first (issue 14): the listener's sound gate says every 10 ms whether the canceller's
+output holds sound over the noise floor and over any echo the reply can make
+(:mod:`app.vad.sound`). ``SOUND_DUCK_BLOCKS`` of it during an audible reply duck the reply at
+once, before the VAD's 32 ms frame is even complete; the VAD confirms (the duck is then
+speech's) or, after ``SOUND_WAIT_S`` or when the sound stops, the reply comes back (a false
+interruption, as any duck-and-restore). Where no echo of the speaker can be in the sound
+(a headset, no echo heard, nothing played yet) the sound is the person's for sure: speech
+counts from its start, so a soft onset the VAD scores late does not delay the stop, and a word
+the VAD scores only weakly (at least ``WEAK_PROBABILITY`` in ``WEAK_FRAMES`` frames running,
+within sound: short Arabic words scored 0.15-0.45) confirms the barge-in too, and starts the
+turn from the sound's start. (Over an echo, the canceller's residue is speech to the VAD as
+well: there only the VAD's own onset confirms.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.conversation.turn_actions import FalseInterruption
+from app.conversation.turn_state import TurnState
+from app.vad.base import VadState, VadUpdate
+from app.vad.sound import SoundBlock
+
+DIP_TOLERANCE_S = 0.15  # speech that stops for less than this and goes on is one utterance
+SOUND_DUCK_BLOCKS = 2  # 20 ms of sound over noise and echo duck the reply
+SOUND_GAP_S = 0.02  # a run of sound blocks may miss this much
+SOUND_WAIT_S = 0.3  # a duck on sound alone waits this long for the VAD
+WEAK_PROBABILITY = 0.15  # weakly voiced: the VAD's probability on rain stays under this
+WEAK_FRAMES = 3
+
+
+class BargeInPolicy(TurnState):
+    def _on_sound(self, block: SoundBlock, now_s: float) -> None:
+        """One 10 ms block of the sound gate (in capture order with the VAD frames)."""
+        if block.sound:
+            if (self._sound_start_s is None
+                    or block.start_s - self._sound_end_s > SOUND_GAP_S + 1e-9):
+                self._sound_start_s, self._sound_blocks = block.start_s, 0
+                self._sound_echo_free = True
+            self._sound_end_s = block.end_s
+            self._sound_blocks += 1
+            self._sound_echo_free = self._sound_echo_free and block.echo_free
+        if self._sound_duck_s is not None:
+            return  # given back or taken over at the VAD's frames (``_sound_duck_over``)
+        if (block.sound and self._sound_blocks >= SOUND_DUCK_BLOCKS and self._may_duck()
+                and self._sound_start_s not in (None, self._sound_spent_s)):
+            self._sound_duck_s, self._weak_frames = self._sound_start_s, 0
+            self._set_duck(True)
+
+    def _may_duck(self) -> bool:
+        return (self.params.barge_in and self._reply_turn is not None and self._reply_audible
+                and not self._ducked and not self._interrupted and self._user_turn is None
+                and self._closing is None and self._episode_start_s is None)
+
+    def _sound_duck_over(self, update: VadUpdate) -> bool:
+        """At a VAD frame that is no speech: the sound that ducked stopped a dip's length
+        before the frame's end, or the VAD had ``SOUND_WAIT_S`` to call it speech. Decided on
+        frames, not blocks: a word's voiced part may follow its first sound by up to a dip,
+        and the frame that would call it speech is not complete when the blocks say so."""
+        assert self._sound_duck_s is not None
+        return (update.end_s - self._sound_end_s >= DIP_TOLERANCE_S - 1e-9
+                or update.end_s - self._sound_duck_s >= SOUND_WAIT_S - 1e-9)
+
+    def _sound_not_confirmed(self, now_s: float) -> None:
+        assert self._sound_duck_s is not None
+        if self._reply_turn is not None and self._ducked:
+            self._actions.append(FalseInterruption(self._reply_turn, self._sound_duck_s, now_s,
+                                                   False))
+        self._sound_spent_s, self._sound_duck_s = self._sound_duck_s, None
+        self._set_duck(False)
+
+    def _weakly_voiced(self, update: VadUpdate, now_s: float, echo_guard: bool) -> bool:
+        """A word the VAD scores weakly, within sound that ducked the reply: confirmed as a
+        barge-in once it has lasted; the turn starts from the sound's start (True)."""
+        onset = self._sound_duck_s
+        if onset is None or update.probability < WEAK_PROBABILITY or not self._sound_echo_free:
+            self._weak_frames = 0
+            return False
+        self._weak_frames += 1
+        spoken_ms = (update.end_s - onset) * 1000
+        if (echo_guard or self._weak_frames < WEAK_FRAMES or self._sound_end_s < update.start_s
+                or spoken_ms + 1e-6 < self.params.barge_in_min_speech_ms):
+            return False
+        self._interrupted_turn = self._reply_turn or 0
+        self._interrupt(onset, now_s, "speech")
+        self._segmenter.begin(onset, update.end_s)
+        self._start_turn(onset, onset - self.params.pre_roll_ms / 1000)
+        self._last_voiced_s = update.end_s
+        return True
+
+    def _idle_vad(self, update: VadUpdate, now_s: float, echo_guard: bool) -> None:
+        voiced = update.onset_s is not None and update.state in (VadState.STARTING,
+                                                                 VadState.SPEAKING)
+        if not voiced and self._weakly_voiced(update, now_s, echo_guard):
+            return
+        if voiced and self._sound_duck_s is not None:  # the VAD takes the duck over
+            if self._sound_echo_free:  # the person's for sure: speech began with the sound
+                update = replace(update, onset_s=min(update.onset_s or update.start_s,
+                                                     self._sound_duck_s))
+            self._sound_duck_s = None
+        if not voiced:
+            if self._sound_duck_s is not None:
+                if self._sound_duck_over(update):
+                    self._sound_not_confirmed(now_s)
+                return
+            pending = self._interrupted or (self._reply_turn is not None and self._ducked)
+            if pending and self._dip_over(update):
+                self._not_confirmed(update, now_s)
+            return
+        onset = self._episode_onset(update)
+        if self._reply_turn is not None:
+            if not self.params.barge_in:
+                return
+            self._set_duck(self._reply_audible)
+            spoken_ms = (self._episode_end_s - onset) * 1000
+            if not echo_guard and spoken_ms + 1e-6 >= self.params.barge_in_min_speech_ms:
+                self._interrupted_turn = self._reply_turn or 0
+                self._interrupt(onset, now_s, "speech")
+                self._interrupted = True
+        confirmed = update.event == "onset" or (self._interrupted
+                                                and update.state == VadState.SPEAKING)
+        if confirmed and self._reply_turn is None:
+            self._interrupted = False
+            self._start_turn(onset, onset - self.params.pre_roll_ms / 1000)
+            self._last_voiced_s = update.last_voiced_s or update.end_s
+
+    def _episode_onset(self, update: VadUpdate) -> float:
+        """Onset of the speech this voiced frame belongs to: speech that starts again within
+        ``DIP_TOLERANCE_S`` of earlier speech continues it (a dip in the VAD's probability
+        must not move the turn's start, or the turn's audio would miss the first words)."""
+        assert update.onset_s is not None
+        start = update.onset_s
+        if (self._episode_start_s is not None
+                and start - self._episode_end_s <= DIP_TOLERANCE_S + 1e-9):
+            start = min(start, self._episode_start_s)
+        self._episode_start_s = start
+        self._episode_end_s = max(update.last_voiced_s or update.end_s, start)
+        return start
+
+    def _dip_over(self, update: VadUpdate) -> bool:
+        return (self._episode_start_s is None
+                or update.end_s - self._episode_end_s >= DIP_TOLERANCE_S - 1e-9)
+
+    def _not_confirmed(self, update: VadUpdate, now_s: float) -> None:
+        """Speech that ducked or stopped a reply ended before it was confirmed."""
+        onset = self._episode_start_s if self._episode_start_s is not None else update.start_s
+        if self._ducked and self._reply_turn is not None:
+            self._actions.append(FalseInterruption(self._reply_turn, onset, now_s, False))
+            if update.state == VadState.STOPPING:
+                self._restart_vad()  # what was heard needs a fresh onset to count
+        elif self._interrupted:
+            self._actions.append(FalseInterruption(self._interrupted_turn, onset, now_s, True))
+        self._set_duck(False)
+        self._interrupted = False
+        self._episode_start_s = None

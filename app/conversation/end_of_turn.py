@@ -1,0 +1,142 @@
+"""Semantic end of turn in the turn controller (issue 23; see :mod:`app.conversation.turns`).
+
+At a pause of ``smart_pause_ms`` the controller asks the end-of-turn model once
+(``EndpointQuery``); the pipeline runs it off the voice loop and hands the verdict back
+(``endpoint_verdict``). Three answers:
+- *finished* (at or above ``smart_threshold``): the turn ends now, early, where a person
+  going on over the reply would be heard (barge-in on, and the echo canceller settled: while
+  AEC3 warms up it swallows speech over a reply, so a split turn would go unnoticed; then
+  silence decides, as without the model). The end can still be
+  taken back: the VAD is not restarted, and speech that goes on before the pause reaches
+  ``endpoint_silence_ms`` (where silence alone would have ended the turn) *resumes* the same
+  turn (``TurnResumed``: the pipeline withdraws the reply, which may have started, and the
+  turn's audio goes on whole). So the model makes answers come sooner, but never cuts a turn
+  that silence alone would have kept whole. While the echo canceller is warming up
+  (``echo_guard``) speech during the reply only ducks it until the guard is over, as for a
+  barge-in;
+- *not finished*, confidently (under ``smart_unfinished_threshold``): the turn waits for the
+  next words up to ``smart_long_silence_ms`` (the segmenter's own endpoint);
+- anything in between, or no verdict yet: silence decides at ``endpoint_silence_ms``, as
+  without the model.
+"""
+
+from __future__ import annotations
+
+from app.conversation.barge_in import DIP_TOLERANCE_S
+from app.conversation.turn_actions import Action, EndpointQuery, FalseInterruption, TurnResumed
+from app.conversation.turn_state import Closing, TurnState
+from app.vad.base import VadState, VadUpdate
+from app.vad.sound import SoundBlock
+
+
+class EndOfTurnPolicy(TurnState):
+    _resume_heard_s: float | None = None  # speech going on, heard while the guard holds
+    _echo_settled = True  # as of the latest frames (see ``TurnController.on_frames``)
+
+    def endpoint_verdict(self, turn_id: int, pause: int, probability: float,
+                         now_s: float) -> list[Action]:
+        """The end-of-turn model's answer to ``EndpointQuery(turn_id, pause)``: finished (at
+        or above the threshold) ends the turn now if the pause is still going on."""
+        if turn_id == self._user_turn and pause == self._pause and self._paused:
+            self._verdict = probability
+            if probability >= self.params.smart_threshold and self._may_end_early():
+                onset = self._onset_s
+                self._end_turn(self._last_voiced_s, now_s, "model")
+                self._closing = Closing(turn_id, onset, pause)
+        return self._flush(now_s)
+
+    def _smart_pause(self, update: VadUpdate, now_s: float) -> bool:
+        """Ask the model once per pause; end by silence at the short silence unless the model
+        is confident the turn is not finished (True: the turn ended)."""
+        assert self._user_turn is not None
+        silence = update.silence_ms + 1e-6
+        if self._asked_pause != self._pause and silence >= self.params.smart_pause_ms:
+            self._asked_pause = self._pause
+            self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s))
+        elif silence >= self.params.endpoint_silence_ms and not self._waits_for_more():
+            self._end_turn(self._last_voiced_s, now_s)
+            self._restart_vad()
+            return True
+        return False
+
+    def _may_end_early(self) -> bool:
+        """Someone going on over an early reply would be heard (and resume the turn)."""
+        return self.params.barge_in and self._echo_settled
+
+    def _sound_endpoint(self, block: SoundBlock, now_s: float) -> None:
+        """The endpoint silence reached between two VAD frames: with no sound in the
+        microphone since the last frame, the turn ends at the 10 ms block instead of at the
+        end of the next 32 ms frame (issue 14: turn ends 593-630 ms after the true end with a
+        500 ms endpoint; the frame's length was up to 32 ms of it)."""
+        if block.sound:
+            self._sound_since_frame = True
+            return
+        silence_ms = (block.end_s - self._last_voiced_s) * 1000 + 1e-6
+        if (self._user_turn is None or not self._paused or self._sound_since_frame
+                or silence_ms < self.params.endpoint_silence_ms
+                or (self.params.smart and self._waits_for_more())):
+            return
+        self._end_turn(self._last_voiced_s, now_s)
+        self._restart_vad()
+
+    def _waits_for_more(self) -> bool:
+        """The model said "not finished" with confidence: wait up to the long silence."""
+        return (self._verdict is not None
+                and self._verdict < self.params.smart_unfinished_threshold)
+
+    # ---- after an early end ----------------------------------------------------------------
+
+    def _closing_vad(self, update: VadUpdate, now_s: float, echo_guard: bool) -> bool:
+        """A frame while a turn the model ended may still resume; False: not taken here (the
+        turn resumed with it, or the early end stands now), the frame goes on as usual."""
+        closing = self._closing
+        assert closing is not None
+        if update.state == VadState.SPEAKING:  # the same utterance goes on
+            playing = self._reply_turn == closing.turn_id
+            if echo_guard and playing:  # maybe the reply's echo: duck until trusted
+                if self._resume_heard_s is None:
+                    self._resume_heard_s = update.start_s
+                self._set_duck(self._reply_audible)
+                return True
+            self._resume(closing, update, now_s)
+            return False
+        if update.state == VadState.STOPPING:
+            if (self._resume_heard_s is not None
+                    and update.silence_ms + 1e-6 >= DIP_TOLERANCE_S * 1000):
+                self._resume_not_confirmed(closing, now_s)
+            if update.silence_ms + 1e-6 < self.params.endpoint_silence_ms:
+                return True
+        self.finish_closing(now_s)
+        return False
+
+    def _resume(self, closing: Closing, update: VadUpdate, now_s: float) -> None:
+        """Speech went on: the early end is taken back and the turn continues."""
+        self._closing, self._resume_heard_s = None, None
+        if self._reply_turn == closing.turn_id:
+            self._reply_turn, self._reply_audible = None, False
+        self._ducked = False  # the pipeline withdraws the reply: no swell back up first
+        self._user_turn, self._onset_s = closing.turn_id, closing.onset_s
+        self._last_voiced_s = update.last_voiced_s or update.end_s
+        self._pause = max(self._pause, closing.pause)
+        self._paused = self._speculating = False
+        self._verdict = None
+        self._actions.append(TurnResumed(closing.turn_id, update.start_s, now_s))
+
+    def _resume_not_confirmed(self, closing: Closing, now_s: float) -> None:
+        """What went on under the guard stopped: it was echo (or a cough); the reply stays."""
+        assert self._resume_heard_s is not None
+        if self._ducked and self._reply_turn == closing.turn_id:
+            self._actions.append(FalseInterruption(closing.turn_id, self._resume_heard_s,
+                                                   now_s, False))
+        self._set_duck(False)
+        self._resume_heard_s = None
+
+    def finish_closing(self, now_s: float) -> None:
+        """The early end stands (the pause reached the silence endpoint, or the person did
+        something else): speech from now on needs a fresh onset."""
+        if self._closing is None:
+            return
+        if self._resume_heard_s is not None:
+            self._resume_not_confirmed(self._closing, now_s)
+        self._closing = None
+        self._restart_vad()
