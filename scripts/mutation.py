@@ -71,7 +71,8 @@ MODULES: dict[str, Module] = {
     # The four 20-reply soak rooms (marked slow, 45 s of the file's 56 s) stay in `make test`;
     # the scenarios left cover every function of the module.
     "echo_control": Module("app/conversation/echo_control.py",
-                           ("tests/conversation/test_echo_scenarios.py",),
+                           ("tests/conversation/test_echo_control.py",
+                            "tests/conversation/test_echo_scenarios.py"),
                            pytest_args=("-m", "not slow")),
     "player": Module("app/audio/player.py", ("tests/audio/test_player.py",)),
     "vad": Module("app/vad/base.py", ("tests/vad/test_segmenter.py",

@@ -13,11 +13,16 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from app.engine.file_limits import MAX_TOKENIZER_JSON_BYTES
 from app.engine.folders import (
     FolderError,
     expected_lm_shapes,
+    lm_tensor_inventory,
     read_safetensors_header,
+    tokenizer_problems,
+    verify_codec_folder,
     verify_model_folder,
+    weight_problems,
 )
 from app.engine.moss_speech.config import MossSpeechConfig
 from app.engine.moss_speech.testing import write_tiny_checkpoint
@@ -249,3 +254,258 @@ def test_missing_folder_and_tokenizer_and_advice_given_once(model: Path, tmp_pat
         check.raise_if_bad()
     assert caught.value.advice == check.advice and check.advice not in str(caught.value)
     assert "download" not in " ".join(check.problems).lower()
+
+
+# ---- what each check says, exactly (mutation testing: docs/mutation.md) ----------------------
+
+def test_the_manifest_is_the_models_state_dict_for_a_small_config_too() -> None:
+    """expected_lm_shapes also writes the tiny test checkpoints, so a wrong manifest would
+    verify its own folders: the model's parameters are the reference."""
+    from app.engine.moss_speech.model import MossSpeechModel
+
+    with torch.device("meta"):
+        model = MossSpeechModel(SMALL)
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert shapes == expected_lm_shapes(SMALL.to_dict())
+
+
+@pytest.mark.parametrize(("changes", "said"), [
+    ({"vocab_size": 151700}, "vocab_size 151700 in config.json, 151680 in the weights"),
+    ({"audio_vocab_size": 16600}, "audio_vocab_size 16600 in config.json, 16512 in the weights"),
+    ({"intermediate_size": 64}, "intermediate_size 64 in config.json, 32 in the weights"),
+    ({"num_attention_heads": 4}, "num_attention_heads 4 in config.json, 2 in the weights"),
+    ({"num_key_value_heads": 2}, "num_key_value_heads 2 in config.json, 1 in the weights"),
+    ({"num_modality_layers": 2, "num_hidden_layers": 4},
+     "num_modality_layers 2 in config.json, 1 in the weights"),
+    ({"hidden_size": 32, "intermediate_size": 64},
+     "hidden_size 32 in config.json, 16 in the weights; intermediate_size 64 in config.json, 32 "
+     "in the weights"),
+])
+def test_each_size_the_weights_show_is_compared_with_config_json(
+        model: Path, changes: dict, said: str) -> None:
+    edit_config(model, **changes)
+    summary = verify_model_folder(model).problems[0]
+    assert summary.startswith("config.json and the weights disagree: ")
+    assert summary.endswith(f" tensors have other shapes than config.json describes ({said})")
+
+
+def test_without_head_dim_in_config_json_it_is_hidden_size_over_heads(tmp_path: Path) -> None:
+    folder = write_tiny_checkpoint(tmp_path / "m", config=SMALL.with_(head_dim=4))
+    config = json.loads((folder / "config.json").read_text())
+    del config["head_dim"]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert "(head_dim 8 in config.json, 4 in the weights)" in verify_model_folder(
+        folder).problems[0]
+
+
+def test_shape_mismatches_without_a_size_to_name_have_a_plain_summary(model: Path) -> None:
+    tensors = load_file(str(model / "model.safetensors"))
+    tensors["audio_lm_head.weight"] = torch.zeros(17, 16)
+    save_file(tensors, str(model / "model.safetensors"))
+    assert verify_model_folder(model).problems == [
+        "config.json and the weights disagree: 1 of 50 tensors have other shapes than "
+        "config.json describes",
+        "model.safetensors: 'audio_lm_head.weight' has shape [17, 16], config.json expects "
+        "[16512, 16]"]
+
+
+@pytest.mark.parametrize("name", [
+    "model.embed_tokens.weight", "model.audio_embed.weight",
+    "model.shared_block.layers.0.mlp.gate_proj.weight",
+    "model.shared_block.layers.0.self_attn.q_norm.weight",
+    "model.shared_block.layers.0.self_attn.q_proj.weight",
+    "model.shared_block.layers.0.self_attn.k_proj.weight",
+])
+def test_a_missing_tensor_that_shows_a_size_is_reported_missing(model: Path, name: str) -> None:
+    tensors = load_file(str(model / "model.safetensors"))
+    del tensors[name]
+    save_file(tensors, str(model / "model.safetensors"))
+    assert verify_model_folder(model).problems == [f"1 tensor(s) missing, e.g. {name}"]
+
+
+def test_missing_and_extra_tensors_are_listed_up_to_eight(model: Path) -> None:
+    tensors = load_file(str(model / "model.safetensors"))
+    names = sorted(n for n in tensors if n.startswith("model.audio_block.layers.0."))
+    for name in names:
+        del tensors[name]
+    tensors["x.a"], tensors["x.b"] = torch.zeros(1), torch.zeros(1)
+    save_file(tensors, str(model / "model.safetensors"))
+    assert len(names) == 11
+    assert verify_model_folder(model).problems == [
+        "11 tensor(s) missing, e.g. " + ", ".join(names[:8]),
+        "2 unexpected tensor(s) in model.safetensors, e.g. x.a, x.b"]
+
+
+def test_weight_problems_without_a_config_compares_shapes_only(model: Path) -> None:
+    inventory = lm_tensor_inventory(model)
+    expected = expected_lm_shapes(SMALL.to_dict())
+    assert weight_problems(expected, inventory) == []
+    assert weight_problems(expected | {"model.extra": (1,)}, inventory) == [
+        "1 tensor(s) missing, e.g. model.extra"]
+
+
+def test_the_inventory_reads_the_files_it_is_given(sharded: Path) -> None:
+    first = sharded / "model-00001-of-00003.safetensors"
+    everything = lm_tensor_inventory(sharded)
+    assert len(everything) == 50
+    only_first = lm_tensor_inventory(sharded, [first])
+    assert only_first and set(only_first) < set(everything)
+    assert {info.file for info in only_first.values()} == {first}
+
+
+def test_at_most_four_dtype_problems_are_listed(model: Path) -> None:
+    tensors = load_file(str(model / "model.safetensors"))
+    names = sorted(tensors)[:5]
+    for name in names:
+        tensors[name] = tensors[name].to(torch.int8)
+    save_file(tensors, str(model / "model.safetensors"))
+    problems = verify_model_folder(model).problems
+    assert [p.split("'")[1] for p in problems] == names[:4]
+
+
+def write_index(folder: Path, index: object) -> None:
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("name", ["", "a\0b", "../model.safetensors", "..\\model.safetensors",
+                                  "/model.safetensors", "\\model.safetensors",
+                                  "C:model.safetensors", "C:\\model.safetensors"])
+def test_an_index_naming_a_file_outside_the_folder_is_refused(model: Path, name: str) -> None:
+    write_index(model, {"weight_map": {"model.text_norm.weight": name}})
+    assert verify_model_folder(model).problems == [
+        f"model.safetensors.index.json: refers to {name!r}, which is not inside the model "
+        "folder; it was not opened"]
+
+
+def test_the_refused_name_is_the_first_cut_to_80_characters(model: Path) -> None:
+    names = ["../" + "b" * 100, "../" + "a" * 100]
+    write_index(model, {"weight_map": {"x": names[0], "y": names[1]}})
+    assert verify_model_folder(model).problems == [
+        f"model.safetensors.index.json: refers to {('../' + 'a' * 77)!r}, which is not inside "
+        "the model folder; it was not opened"]
+
+
+@pytest.mark.parametrize(("index", "problem"), [
+    ([], "no 'weight_map' table of tensor → file"),
+    ({"weight_map": {}}, "no 'weight_map' table of tensor → file"),
+    ({"weight_map": {"a": 5, "b": 6}}, "'weight_map' values must be file names, found '5'"),
+    ({"weight_map": {"a": ["x" * 100]}},
+     f"'weight_map' values must be file names, found {str(['x' * 100])[:40]!r}"),
+])
+def test_an_index_without_a_usable_weight_map_is_refused(model: Path, index: object,
+                                                         problem: str) -> None:
+    write_index(model, index)
+    assert verify_model_folder(model).problems == [f"model.safetensors.index.json: {problem}"]
+
+
+def test_an_unreadable_index_says_so(model: Path) -> None:
+    (model / "model.safetensors.index.json").write_text("{not json")
+    (problem,) = verify_model_folder(model).problems
+    assert problem.startswith("model.safetensors.index.json: unreadable (")
+
+
+def test_up_to_four_missing_shards_are_named(model: Path) -> None:
+    shards = [f"model-0000{i}-of-00005.safetensors" for i in range(1, 6)]
+    write_index(model, {"weight_map": {f"t{i}": name for i, name in enumerate(shards)}})
+    assert verify_model_folder(model).problems == [
+        "missing weight shard(s) listed in model.safetensors.index.json: " + ", ".join(shards[:4])]
+
+
+def test_no_weights_at_all(model: Path) -> None:
+    (model / "model.safetensors").unlink()
+    assert verify_model_folder(model).problems == [
+        "no weights: neither model.safetensors.index.json nor model.safetensors is present"]
+
+
+def test_up_to_three_pickle_checkpoints_are_named(model: Path) -> None:
+    (model / "model.safetensors").unlink()
+    for name in ("a.bin", "b.pt", "c.pth", "d.ckpt"):
+        (model / name).write_bytes(b"PK")
+    (problem,) = verify_model_folder(model).problems
+    assert problem.startswith("only PyTorch pickle checkpoints here (a.bin, b.pt, c.pth): ")
+    assert "(model-0000N-of-00004.safetensors and model.safetensors.index.json)" in problem
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    (None, "config.json: missing"),
+    ("[1, 2]", "config.json: not a JSON object"),
+    ("{oops", "config.json: not valid JSON ("),
+])
+def test_config_json_missing_not_an_object_or_not_json(model: Path, text: str | None,
+                                                       problem: str) -> None:
+    if text is None:
+        (model / "config.json").unlink()
+    else:
+        (model / "config.json").write_text(text)
+    (found,) = verify_model_folder(model).problems
+    assert found.startswith(problem) if problem.endswith("(") else found == problem
+
+
+def test_a_file_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    with pytest.raises(FolderError) as caught:
+        read_safetensors_header(tmp_path)  # a folder, not a file
+    assert str(caught.value) == f"{tmp_path.name}: cannot be read (Is a directory)"
+
+
+def test_the_published_special_ids_apply_when_config_json_has_none(model: Path) -> None:
+    config = json.loads((model / "config.json").read_text())
+    for key in ("pad_token_id", "im_start_token_id", "im_end_token_id", "sosp_token_id"):
+        del config[key]
+    (model / "config.json").write_text(json.dumps(config))
+    assert verify_model_folder(model).ok, verify_model_folder(model).problems
+
+
+def test_tokenizer_problems_on_its_own(model: Path) -> None:
+    config = json.loads((model / "config.json").read_text())
+    assert tokenizer_problems(model, config) == []
+    (model / "tokenizer.json").unlink()
+    assert tokenizer_problems(model, config) == ["tokenizer.json: missing"]
+
+
+def test_an_oversized_tokenizer_is_named(model: Path) -> None:
+    with (model / "tokenizer.json").open("r+b") as handle:
+        handle.truncate(MAX_TOKENIZER_JSON_BYTES + 1)  # sparse: nothing is written
+    assert verify_model_folder(model).problems == [
+        f"tokenizer.json: unreadable ({MAX_TOKENIZER_JSON_BYTES + 1:,} bytes is too large for "
+        f"tokenizer.json (at most {MAX_TOKENIZER_JSON_BYTES:,}))"]
+
+
+def test_a_long_tokenizer_error_is_cut_to_200_characters(model: Path) -> None:
+    from tokenizers import Tokenizer
+
+    (model / "tokenizer.json").write_text(json.dumps({"version": "x" * 300}))
+    with pytest.raises(Exception) as caught:
+        Tokenizer.from_file(str(model / "tokenizer.json"))
+    assert len(str(caught.value)) > 200
+    assert verify_model_folder(model).problems == [
+        f"tokenizer.json: unreadable ({str(caught.value)[:200]})"]
+
+
+def test_the_check_names_its_folder_and_raises_with_kind_and_advice(model: Path) -> None:
+    (model / "tokenizer.json").unlink()
+    (model / "config.json").write_text("[]")
+    check = verify_model_folder(str(model), need_tokenizer=False)
+    assert check.path == model and check.kind == "model"
+    assert check.as_dict() == {"path": str(model), "ok": False,
+                               "problems": ["config.json: not a JSON object"],
+                               "advice": check.advice, "total_bytes": 0}
+    with pytest.raises(FolderError) as caught:
+        check.raise_if_bad()
+    assert str(caught.value) == (f"The model folder {model} cannot be used:\n"
+                                 "- config.json: not a JSON object")
+    assert caught.value.kind == "model" and caught.value.advice == check.advice
+    check.problems.append("second")
+    with pytest.raises(FolderError, match=r"object\n- second$"):
+        check.raise_if_bad()
+
+
+def test_a_folder_error_has_no_advice_or_kind_unless_given() -> None:
+    error = FolderError("broken")
+    assert (str(error), error.advice, error.kind) == ("broken", "", "")
+
+
+def test_a_codec_folder_is_checked_as_a_codec(tmp_path: Path) -> None:
+    check = verify_codec_folder(str(tmp_path / "codec"))
+    assert (check.path, check.kind, check.folder_missing) == (tmp_path / "codec", "codec", True)
+    assert check.as_dict()["ok"] is False

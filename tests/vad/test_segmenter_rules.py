@@ -11,7 +11,7 @@ import pytest
 from voice_helpers import vad_updates
 
 from app.settings import VadSettings
-from app.vad.base import FRAME_S, HYSTERESIS, Segmenter, VadParams, VadState
+from app.vad.base import FRAME_S, HYSTERESIS, Segmenter, VadFrame, VadParams, VadState
 
 FRAME_MS = FRAME_S * 1000  # 32 ms
 
@@ -128,3 +128,29 @@ def test_a_fresh_segmenter_reports_nothing_before_speech() -> None:
     update = Segmenter().update(0.0, 0.0, FRAME_S)
     assert (update.onset_s, update.last_voiced_s) == (None, None)
     assert (update.voiced_ms, update.silence_ms, update.event) == (0.0, 0.0, None)
+
+
+@pytest.mark.parametrize(("probabilities", "last_voiced_frames"), [
+    ([0.9] * 5, 5),  # no weak frames
+    ([0.9] * 5 + [0.4], 5),  # one weak frame at the end: the probability trailing off
+    ([0.9] * 5 + [0.4] * 2, 5),  # two: still trailing off (HANGOVER_FRAMES)
+    ([0.9] * 5 + [0.4] * 3, 8),  # three: quiet speech, it counts
+    ([0.9] + [0.4] * 2, 1),  # trailing off right after the onset frame
+    ([0.9, 0.5, 0.4, 0.4], 2),  # a frame exactly at the threshold is strong
+])
+def test_a_hangover_of_up_to_two_weak_frames_does_not_count_as_speech(
+        probabilities: list[float], last_voiced_frames: int) -> None:
+    """The pause (and so the endpoint) is measured from the last frame at the threshold when
+    at most two frames between the two thresholds follow it."""
+    params = VadParams(min_speech_ms=0)
+    updates = vad_updates([*probabilities, 0.0], params)
+    assert updates[-1].event == "paused"
+    assert updates[-1].last_voiced_s == pytest.approx(last_voiced_frames * FRAME_S)
+
+
+def test_step_reads_a_scored_frame_as_update_does() -> None:
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=64)
+    stepped, updated = Segmenter(params), Segmenter(params)
+    for i, p in enumerate([0.0, 0.9, 0.9, 0.4, 0.0, 0.0, 0.0]):
+        start_s, end_s = i * FRAME_S, (i + 1) * FRAME_S
+        assert stepped.step(VadFrame(start_s, end_s, p)) == updated.update(p, start_s, end_s)
