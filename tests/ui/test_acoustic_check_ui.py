@@ -119,4 +119,4 @@ def test_the_first_run_check_starts_the_voice_loop_it_attaches(qtbot: QtBot) -> 
     window.show()
     window.echo_ui.panel.run()
     assert window.bridge.port is port and port.commands_of(RunAcousticCheck)
-    qtbot.waitUntil(port.started.is_set, timeout=5_000)
+    qtbot.waitUntil(port.started.is_set, timeout=60_000)

@@ -61,7 +61,7 @@ def test_without_portaudio_or_model_the_window_works_and_says_what_to_do(qtbot: 
     # come long before the engine build has failed and the echo demo has taken over.
     qtbot.waitUntil(lambda: {"audio", "model_invalid"} <= {e.category
                                                            for e in log.of(ErrorReported)},
-                    timeout=20_000)
+                    timeout=60_000)
     built = [e for e in log.of(EngineStatusChanged) if not e.loading and e.message]
     assert len(built) == 1 and built[0].info.is_demo  # the failed build; the demo answers
     assert "engine-loading" not in banners
@@ -99,7 +99,7 @@ def test_without_portaudio_or_model_the_window_works_and_says_what_to_do(qtbot: 
     assert not any(key.startswith("error-device") for key in banners)
     window.close()
     port = window.bridge.port
-    qtbot.waitUntil(lambda: port.stopped, timeout=10_000)  # type: ignore[union-attr]
+    qtbot.waitUntil(lambda: port.stopped, timeout=60_000)  # type: ignore[union-attr]
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def talking_window(qtbot: QtBot):
     window.start_conversation()
     yield window, port
     window.close()
-    qtbot.waitUntil(port.finished.is_set, timeout=10_000)
+    qtbot.waitUntil(port.finished.is_set, timeout=60_000)
     assert port.error is None
 
 
@@ -127,14 +127,14 @@ def test_device_list_level_meter_and_test_tone_through_the_pipeline(qtbot: QtBot
     assert isinstance(dialog, SettingsDialog)
     mic, speaker = dialog.editors["audio.input_device"], dialog.editors["audio.output_device"]
     assert isinstance(mic, DeviceEditor) and isinstance(speaker, DeviceEditor)
-    qtbot.waitUntil(lambda: speaker.combo.count() == 3, timeout=10_000)
+    qtbot.waitUntil(lambda: speaker.combo.count() == 3, timeout=60_000)
     assert mic.combo.itemText(1) == "Simulated microphone"
     assert mic.meter is not None
-    qtbot.waitUntil(lambda: mic.meter.value() > -30, timeout=10_000)  # the sample's speech
+    qtbot.waitUntil(lambda: mic.meter.value() > -30, timeout=60_000)  # the sample's speech
     speaker.combo.setCurrentText("Headphones")
     qtbot.mouseClick(speaker.tone_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: speaker.status.text().startswith("Test tone played"),
-                    timeout=10_000)
+                    timeout=60_000)
 
 
 def test_a_voice_prompt_is_recorded_into_the_data_folder(qtbot: QtBot, talking_window) -> None:
@@ -144,12 +144,12 @@ def test_a_voice_prompt_is_recorded_into_the_data_folder(qtbot: QtBot, talking_w
     assert isinstance(dialog, SettingsDialog)
     recorder = dialog.open_voice_recorder()
     qtbot.mouseClick(recorder.start_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: float(recorder.elapsed.text().split()[0]) >= 5.5, timeout=10_000)
+    qtbot.waitUntil(lambda: float(recorder.elapsed.text().split()[0]) >= 5.5, timeout=60_000)
     assert window.state_label.state.value == "idle"  # not listening while it records
     qtbot.mouseClick(recorder.stop_button, Qt.MouseButton.LeftButton)
     editor = dialog.editors["engine.voice_prompt"]
     assert isinstance(editor, VoicePromptEditor)
-    qtbot.waitUntil(lambda: editor.value() is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: editor.value() is not None, timeout=60_000)
     path = editor.value()
     assert path.parent == paths.data_dir() / "voices" and path.suffix == ".wav"
     pcm, rate = read_wav(path)

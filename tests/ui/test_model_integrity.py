@@ -48,7 +48,7 @@ def row_text(dialog: ModelManagerDialog, kind: str) -> str:
 
 def download(qtbot: QtBot, dialog: ModelManagerDialog, kind: str) -> None:
     qtbot.mouseClick(dialog.rows[kind].download_button, Qt.MouseButton.LeftButton)  # type: ignore[index]
-    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=60_000)
     qtbot.waitUntil(lambda: "SHA-256 verified" in row_text(dialog, kind))
 
 
@@ -76,7 +76,7 @@ def test_a_damaged_file_is_found_and_fetched_again(qtbot: QtBot, hub: FakeHub,
     before = len(hub.file_gets())
     qtbot.mouseClick(row.fetch_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: dialog.download_kind is None and "SHA-256 verified" in
-                    row_text(dialog, "codec"), timeout=20_000)
+                    row_text(dialog, "codec"), timeout=60_000)
     assert hub.fetched_names()[before:] == ["flow/hift.pt"]
     assert not row.fetch_button.isVisible()
 
@@ -103,7 +103,7 @@ def test_a_folder_of_another_revision_offers_both_ways(qtbot: QtBot, hub: FakeHu
     assert not row.accept_button.isVisible()
     qtbot.mouseClick(row.fetch_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: dialog.download_kind is None and "the one this app is validated "
-                    "with" in row_text(dialog, "model"), timeout=20_000)
+                    "with" in row_text(dialog, "model"), timeout=60_000)
     assert (old / "model.safetensors").read_bytes() == tiny_model_files()["model.safetensors"]
 
 

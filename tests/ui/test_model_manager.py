@@ -54,17 +54,17 @@ def test_download_both_folders_then_use_them(qtbot: QtBot, hub: FakeHub,
     assert dialog.row_status("model").startswith("✗")  # nothing there yet
     assert not dialog.use_button.isEnabled()
     qtbot.mouseClick(dialog.rows["model"].download_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=60_000)
     assert dialog.row_status("model").startswith("✓ Verified")
     assert dialog.progress.value() == 1000
     assert "of" in dialog.download_detail.text()
     qtbot.mouseClick(dialog.rows["codec"].download_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=60_000)
     assert dialog.row_status("codec").startswith("✓ Verified")
     assert not dialog.use_button.isEnabled()  # the voice is still missing, and it says so
     assert dialog.missing_label.text() == "Still needed: a voice."
     qtbot.mouseClick(dialog.voice_step.example_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.voice_step.ready, timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.voice_step.ready, timeout=60_000)
     voice = dialog.voice_step.voice
     assert voice == paths.voices_dir() / TEST_VOICE.file_name and voice.read_bytes() == (
         VOICE_BYTES)
@@ -87,14 +87,14 @@ def test_cancel_then_retry(qtbot: QtBot, hub: FakeHub) -> None:
     hub.gate.clear()  # hold the first file so Cancel lands mid-download
     qtbot.mouseClick(dialog.rows["codec"].download_button, Qt.MouseButton.LeftButton)
     assert not dialog.rows["model"].download_button.isEnabled()
-    qtbot.waitUntil(hub.get_started.is_set, timeout=20_000)
+    qtbot.waitUntil(hub.get_started.is_set, timeout=60_000)
     qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
     hub.gate.set()
-    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=60_000)
     assert "cancelled" in dialog.download_title.text()
     assert dialog.retry_button.isEnabled()
     qtbot.mouseClick(dialog.retry_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=60_000)
     assert dialog.row_status("codec").startswith("✓ Verified")
     assert not dialog.retry_button.isEnabled()
 
@@ -103,7 +103,7 @@ def test_not_enough_disk_space_is_shown_with_retry(qtbot: QtBot, hub: FakeHub) -
     tiny_disk = functools.partial(model_store.download, free_bytes=lambda _p: 1024)
     dialog = open_manager(qtbot, download=tiny_disk)
     qtbot.mouseClick(dialog.rows["model"].download_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=20_000)
+    qtbot.waitUntil(lambda: dialog.download_kind is None, timeout=60_000)
     assert "Not enough disk space" in dialog.download_title.text()
     assert dialog.retry_button.isEnabled()
     assert hub.file_gets() == []
