@@ -206,3 +206,38 @@ def test_a_pause_by_the_app_keeps_the_persons_mute_switch() -> None:
     assert not s.of(t.TurnStarted)  # the speech heard while paused needs a fresh onset
     s.frames(SPEECH, 2)
     assert len(s.of(t.TurnStarted)) == 1
+
+
+def test_a_fresh_controller_is_neither_muted_nor_paused() -> None:
+    s = Script(speculative_start=False).call("set_muted", False).frames(SPEECH, 12)
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]
+    s = Script(speculative_start=False).call("set_paused", False).frames(SPEECH, 12)
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]
+
+
+def test_muting_a_speculating_turn_cancels_the_speculation_then_the_turn() -> None:
+    s = Script(speculative_start=True, speculative_pause_ms=150.0).frames(SPEECH, 20)
+    s.frames(QUIET, 6)  # 192 ms: speculating
+    assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]
+    s.call("set_muted", True)
+    assert [a for _, a in s.log[-3:]] == [t.SpeculationCancelled(1, s.now), t.TurnAbandoned(1),
+                                          t.StateSet(S.IDLE, s.now)]
+
+
+def test_the_cap_ends_the_turn_at_its_last_voiced_frame_counted_from_its_onset() -> None:
+    s = Script(speculative_start=False, max_user_turn_s=1.0).frames(QUIET, 10)
+    s.frames(SPEECH, 40)  # onset 0.32 s: capped at the frame ending 1.344 s, 1.024 s later
+    [ended] = s.of(t.TurnEnded)
+    assert (ended.turn_id, ended.decided_by, ended.model_probability) == (1, "cap", None)
+    assert ended.onset_s == pytest.approx(10 * FRAME_S)
+    assert ended.user_end_s == pytest.approx(42 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(42))
+
+
+def test_sound_running_since_the_first_block_ducks_a_reply_from_its_start() -> None:
+    """The gate's first run of sound has no earlier run to be a gap after."""
+    s = Script(speculative_start=False)
+    s.sound = True  # from the very first block on (a person near the microphone, say)
+    s.replying().frames(QUIET, 12)
+    assert s.of(t.DuckSet)[0] == t.DuckSet(True)
+    assert [f.onset_s for f in s.of(t.FalseInterruption)] == [0.0]
