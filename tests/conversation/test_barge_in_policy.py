@@ -287,3 +287,43 @@ def test_a_door_that_ducked_is_given_back_with_its_times() -> None:
         [("FalseInterruption", 1, 1.08, s.pumped_at(43), False)])
     s.frames(SPEECH, 9)  # then speech: a barge-in of its own, from its own onset
     assert s.of(t.ReplyInterrupted)[0].onset_s == pytest.approx(43 * FRAME_S)
+
+
+def test_sound_ducks_only_an_audible_reply() -> None:
+    s = Script(speculative_start=False).blocks(True, 4)  # listening: nothing to duck
+    s.frames(SPEECH, 12).frames(QUIET, 17)
+    s.blocks(True, 4)  # the engine is thinking: nothing audible yet
+    assert not s.of(t.DuckSet)
+    s.call("reply_audible", 1).blocks(False, 3).blocks(True, 2)
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+
+
+def test_after_a_cough_was_given_back_sound_ducks_the_reply_again() -> None:
+    s = replying().frames(SPEECH, 2).frames(QUIET, 5)
+    assert len(s.of(t.FalseInterruption)) == 1
+    s.blocks(True, 2)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False), t.DuckSet(True)]
+
+
+@pytest.mark.parametrize(("gap_blocks", "ducked"), [(2, True), (3, False)])
+def test_a_run_of_sound_may_miss_20_ms(gap_blocks: int, ducked: bool) -> None:
+    s = replying().blocks(True, 1).blocks(False, gap_blocks).blocks(True, 1)
+    assert bool(s.of(t.DuckSet)) == ducked
+
+
+def test_a_sound_duck_is_given_back_a_dip_after_the_sound_ends() -> None:
+    s = replying().frames(QUIET, 10).blocks(False, 2).blocks(True, 3)  # sound 1.42-1.45 s
+    s.sound = False
+    s.frames(QUIET, 5)  # the frame ending 1.568 s: 118 ms after the sound
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+    s.frames(QUIET, 1)  # 1.6 s: 150 ms
+    assert s.of(t.DuckSet)[-1] == t.DuckSet(False)
+
+
+def test_a_sound_duck_is_given_back_when_the_vad_had_the_wait_to_call_it_speech() -> None:
+    s = replying().frames(QUIET, 6).blocks(False, 2).blocks(True, 2)  # sound from 1.30 s on
+    s.sound = True
+    s.frames(QUIET, 9)  # the frame ending 1.568 s: 268 ms of sound, no voice
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+    s.frames(QUIET, 1)  # 1.6 s: 300 ms
+    assert s.of(t.DuckSet)[-1] == t.DuckSet(False)

@@ -270,3 +270,34 @@ def test_a_turn_resumed_past_the_cap_ends_at_once() -> None:
     s.frames(SPEECH, 1)  # resumes at 4.992 s, its frame ends past the 5 s cap
     assert [r.turn_id for r in s.of(t.TurnResumed)] == [1]
     assert [e.decided_by for e in s.of(t.TurnEnded)] == ["model", "cap"]
+
+
+def test_each_echo_burst_under_the_guard_is_its_own_false_interruption() -> None:
+    s = early_end()
+    s.guard = True
+    s.frames(SPEECH, 2).frames(QUIET, 5).frames(SPEECH, 2).frames(QUIET, 5)
+    bursts = [x for f in s.of(t.FalseInterruption) for x in (f.onset_s, f.t_s)]
+    assert bursts == pytest.approx([26 * FRAME_S, s.pumped_at(33), 33 * FRAME_S, s.pumped_at(40)])
+
+
+def test_going_on_under_the_guard_before_the_reply_is_audible_ducks_nothing() -> None:
+    s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.guard = True
+    s.frames(SPEECH, 2).frames(QUIET, 5)  # stopped again: nothing was ducked, nothing lost
+    assert not s.of(t.DuckSet) and not s.of(t.FalseInterruption)
+
+
+def test_a_resumed_turn_has_no_reply_to_stop_or_duck_any_more() -> None:
+    s = early_end().frames(SPEECH, 1).call("stop_reply")  # the reply was withdrawn
+    assert s.of(t.TurnResumed) and not s.of(t.ReplyInterrupted)
+    s.frames(QUIET, 16).frames(SPEECH, 2)  # ended; speech while the engine thinks
+    assert [e.decided_by for e in s.of(t.TurnEnded)] == ["model", "silence"]
+    assert not s.of(t.DuckSet)  # nothing audible: nothing to duck or give back
+
+
+def test_silence_ending_a_turn_at_a_frame_starts_no_speculation_after_it() -> None:
+    s = smart(speculative_start=True, speculative_pause_ms=150.0, endpoint_silence_ms=512.0)
+    s.frames(SPEECH, 20).frames(QUIET, 20)
+    assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]
+    [ended] = s.of(t.TurnEnded)
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(36))

@@ -405,3 +405,12 @@ def test_defaults_trust_the_canceller_and_take_every_block_of_a_pump() -> None:
     speech = [VadFrame(i * FRAME_S, (i + 1) * FRAME_S, SPEECH) for i in range(29, 33)]
     actions = c.on_frames(speech, 33 * FRAME_S)  # no guard by default: the reply stops
     assert any(isinstance(a, t.ReplyInterrupted) for a in actions)
+
+
+def test_a_fresh_controller_hears_speech_from_its_first_frame() -> None:
+    s = Script(speculative_start=False)
+    assert s.controller.muted is False
+    s.call("set_paused", False)
+    assert s.controller.muted is False
+    s.frames(SPEECH, 12)
+    assert s.of(t.TurnStarted)[0].onset_s == 0.0
