@@ -301,3 +301,11 @@ def test_silence_ending_a_turn_at_a_frame_starts_no_speculation_after_it() -> No
     assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]
     [ended] = s.of(t.TurnEnded)
     assert ended.endpoint_s == pytest.approx(s.pumped_at(36))
+
+
+def test_a_verdict_on_an_earlier_pause_is_not_the_verdict_of_a_cap_during_speech() -> None:
+    s = smart(max_user_turn_s=5.0).frames(SPEECH, 20).frames(QUIET, 4)
+    s.call("endpoint_verdict", 1, 1, 0.1)  # not finished: the person goes on
+    s.frames(SPEECH, 140)  # talking past the 5 s cap
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "cap" and ended.model_probability is None
