@@ -217,11 +217,15 @@ def test_a_fresh_controller_is_neither_muted_nor_paused() -> None:
     assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]
 
 
-def test_muting_a_speculating_turn_cancels_the_speculation_then_the_turn() -> None:
+@pytest.mark.parametrize("how", ["mute", "mode"])
+def test_muting_a_speculating_turn_cancels_the_speculation_then_the_turn(how: str) -> None:
     s = Script(speculative_start=True, speculative_pause_ms=150.0).frames(SPEECH, 20)
     s.frames(QUIET, 6)  # 192 ms: speculating
     assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]
-    s.call("set_muted", True)
+    if how == "mute":
+        s.call("set_muted", True)
+    else:
+        s.call("set_mode", "push_to_talk")
     assert [a for _, a in s.log[-3:]] == [t.SpeculationCancelled(1, s.now), t.TurnAbandoned(1),
                                           t.StateSet(S.IDLE, s.now)]
 
@@ -274,6 +278,9 @@ def test_each_turn_command_reaches_its_input() -> None:
     assert ended.endpoint_s == pytest.approx(s.now)
     with pytest.raises(TypeError, match="not a turn-taking command: 'press'"):
         s.controller.on_command("press", s.now)
+    for frame, action in s.log:
+        if isinstance(action, t.StateSet):
+            assert action.t_s == pytest.approx(frame * FRAME_S), action
 
 
 def test_new_settings_apply_at_once_and_keep_the_vad_parameters_given_before() -> None:
@@ -410,7 +417,16 @@ def test_defaults_trust_the_canceller_and_take_every_block_of_a_pump() -> None:
 def test_a_fresh_controller_hears_speech_from_its_first_frame() -> None:
     s = Script(speculative_start=False)
     assert s.controller.muted is False
+    s.call("set_muted", False)
+    assert s.controller.muted is False
     s.call("set_paused", False)
     assert s.controller.muted is False
     s.frames(SPEECH, 12)
     assert s.of(t.TurnStarted)[0].onset_s == 0.0
+
+
+def test_a_press_during_a_reply_stops_it_when_pressed() -> None:
+    s = Script(mode="push_to_talk").call("press").frames(SPEECH, 10).call("release")
+    s.call("reply_audible", 1).frames(QUIET, 3).call("press")
+    assert s.of(t.ReplyInterrupted) == [t.ReplyInterrupted(1, s.now, s.now, "push_to_talk",
+                                                           True)]
