@@ -309,3 +309,14 @@ def test_a_verdict_on_an_earlier_pause_is_not_the_verdict_of_a_cap_during_speech
     s.frames(SPEECH, 140)  # talking past the 5 s cap
     [ended] = s.of(t.TurnEnded)
     assert ended.decided_by == "cap" and ended.model_probability is None
+
+
+def test_a_turn_resumed_after_the_guard_carries_no_old_verdict_into_a_cap() -> None:
+    s = early_end(max_user_turn_s=5.0)
+    s.guard = True
+    s.frames(SPEECH, 2)
+    s.guard = False
+    s.frames(SPEECH, 150)  # resumed, then talking past the 5 s cap
+    assert [r.turn_id for r in s.of(t.TurnResumed)] == [1]
+    ended = s.of(t.TurnEnded)[-1]
+    assert ended.decided_by == "cap" and ended.model_probability is None
