@@ -430,3 +430,20 @@ def test_a_press_during_a_reply_stops_it_when_pressed() -> None:
     s.call("reply_audible", 1).frames(QUIET, 3).call("press")
     assert s.of(t.ReplyInterrupted) == [t.ReplyInterrupted(1, s.now, s.now, "push_to_talk",
                                                            True)]
+
+
+def test_a_turn_exactly_as_long_as_the_cap_ends_at_that_frame() -> None:
+    s = Script(speculative_start=False, max_user_turn_s=157 * FRAME_S).frames(SPEECH, 160)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "cap" and ended.endpoint_s == pytest.approx(s.pumped_at(157))
+
+
+def test_a_block_ending_with_a_frame_is_taken_before_that_frame() -> None:
+    """Sound in the block that ends with the frame is the frame's to judge: the blocks after it
+    may end the turn at the endpoint silence."""
+    s = Script(speculative_start=False).frames(SPEECH, 20)
+    s.sound = True
+    s.frames(QUIET, 15)  # the last block, 1.11-1.12 s, ends with the frame at 1.12 s
+    s.blocks(False, 2)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.endpoint_s == pytest.approx(1.14)
