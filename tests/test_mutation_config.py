@@ -26,8 +26,9 @@ def load_script():
 
 def test_every_module_and_its_tests_exist() -> None:
     script = load_script()
-    assert set(script.MODULES) >= {"turns", "echo_control", "player", "vad", "sampling",
-                                   "generate", "folders", "memory"}
+    assert set(script.MODULES) >= {"turns", "turn_state", "barge_in", "end_of_turn", "sound",
+                                   "echo_control", "player", "vad", "sampling", "generate",
+                                   "folders", "memory"}
     for module in script.MODULES.values():
         assert (ROOT / module.source).is_file(), module.source
         for path in (*module.tests, *module.also_copy):

@@ -3,6 +3,8 @@ count a false interruption when not, and the echo canceller's warm-up guard."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.conversation import turns as t
@@ -189,3 +191,139 @@ def test_a_words_voiced_part_within_a_dip_of_its_first_sound_keeps_the_duck() ->
     # echo, may not call it sound: the VAD still can)
     assert s.of(t.ReplyInterrupted) and s.of(t.DuckSet) == [t.DuckSet(True)]
     assert not s.of(t.FalseInterruption)
+
+
+def rows(actions: list) -> list[tuple]:
+    """Each action as a tuple, its times rounded to the microsecond (see ``expect``)."""
+    return expect([(type(a).__name__, *dataclasses.astuple(a)) for a in actions])
+
+
+def expect(rows: list[tuple]) -> list[tuple]:
+    return [tuple(round(v, 6) if isinstance(v, float) else v for v in row) for row in rows]
+
+
+def test_a_weak_word_stops_the_reply_at_the_frame_that_confirms_it_with_its_pre_roll() -> None:
+    s = replying()
+    before = len(s.log)
+    s.blocks(True, 2)
+    s.sound = True
+    s.frames(0.25, 3)
+    s.sound = False
+    s.frames(QUIET, 16)
+    assert rows([a for _, a in s.log[before:]]) == expect([
+        ("DuckSet", True),
+        ("ReplyInterrupted", 1, 1.08, s.pumped_at(37), "speech", True),
+        ("TurnStarted", 2, 1.08, 1.08 - 0.3),
+        ("StateSet", S.USER_SPEAKING, s.pumped_at(37)),
+        ("StateSet", S.ENDPOINTING, s.pumped_at(38)),
+        ("TurnEnded", 2, 1.08, 37 * FRAME_S, s.pumped_at(53), "silence", None),
+        ("StateSet", S.RESPONDING, s.pumped_at(53))])
+
+
+@pytest.mark.parametrize("quiet_first", [False, True])
+def test_a_weak_word_needs_three_weakly_voiced_frames_running(quiet_first: bool) -> None:
+    s = Script(speculative_start=False, barge_in_min_speech_ms=0.0).replying().blocks(True, 2)
+    s.sound = True
+    if quiet_first:
+        s.frames(QUIET, 1)  # within the sound but no voice: the count starts again
+    s.frames(0.15, 2)  # weakly voiced from 0.15 on
+    assert not s.of(t.ReplyInterrupted)
+    s.frames(0.15, 1)
+    assert s.of(t.ReplyInterrupted)
+
+
+@pytest.mark.parametrize(("min_speech_ms", "frames"), [(200.0, 6), (201.0, 7)])
+def test_a_weak_word_must_last_the_barge_in_speech_from_its_sound(
+        min_speech_ms: float, frames: int) -> None:
+    """Spoken from the first sound block (1.08 s) to the end of the frame: 40 + 32 k ms."""
+    s = Script(speculative_start=False, barge_in_min_speech_ms=min_speech_ms).replying()
+    s.blocks(True, 2)
+    s.sound = True
+    s.frames(0.25, frames - 1)
+    assert not s.of(t.ReplyInterrupted)
+    s.frames(0.25, 1)
+    [interrupted] = s.of(t.ReplyInterrupted)
+    assert interrupted.detected_s == pytest.approx(s.now)
+
+
+def test_weak_voice_under_the_guard_gives_the_duck_back_after_the_wait() -> None:
+    s = replying().blocks(True, 2)
+    s.sound, s.guard = True, True
+    s.frames(0.25, 8)  # 1.088-1.344 s: under the 300 ms the VAD has to call it speech
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+    s.frames(0.25, 1)  # the frame ending 1.376 s: 296 ms after the sound's start ...
+    s.frames(0.25, 1)  # ... 328 ms: given back
+    assert rows(s.of(t.FalseInterruption)) == expect(
+        [("FalseInterruption", 1, 1.08, s.pumped_at(44), False)])
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
+
+
+@pytest.mark.parametrize(("min_speech_ms", "frames"), [(96.0, 3), (97.0, 4)])
+def test_speech_stops_the_reply_once_it_has_lasted_the_barge_in_speech(
+        min_speech_ms: float, frames: int) -> None:
+    s = Script(speculative_start=False, barge_in_min_speech_ms=min_speech_ms).replying()
+    s.frames(SPEECH, frames - 1)
+    assert not s.of(t.ReplyInterrupted)
+    s.frames(SPEECH, 1)
+    assert s.of(t.ReplyInterrupted)
+
+
+def test_a_cough_and_a_stopped_reply_are_false_interruptions_with_their_times() -> None:
+    s = replying().frames(SPEECH, 2).frames(QUIET, 5)  # a cough: ducked, given back
+    assert rows(s.of(t.FalseInterruption)) == expect(
+        [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(41), False)])
+    s = replying().frames(SPEECH, 4).frames(QUIET, 6)  # stopped, then no turn
+    assert rows(s.of(t.FalseInterruption)) == expect(
+        [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(43), True)])
+    assert s.states()[-2:] == [S.INTERRUPTED, S.LISTENING]
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]  # the stopped reply fades out: no swell back
+
+
+def test_a_door_that_ducked_is_given_back_with_its_times() -> None:
+    s = replying().blocks(True, 3).frames(QUIET, 4)
+    s.sound = False
+    s.frames(QUIET, 5)
+    assert rows(s.of(t.FalseInterruption)) == expect(
+        [("FalseInterruption", 1, 1.08, s.pumped_at(43), False)])
+    s.frames(SPEECH, 9)  # then speech: a barge-in of its own, from its own onset
+    assert s.of(t.ReplyInterrupted)[0].onset_s == pytest.approx(43 * FRAME_S)
+
+
+def test_sound_ducks_only_an_audible_reply() -> None:
+    s = Script(speculative_start=False).blocks(True, 4)  # listening: nothing to duck
+    s.frames(SPEECH, 12).frames(QUIET, 17)
+    s.blocks(True, 4)  # the engine is thinking: nothing audible yet
+    assert not s.of(t.DuckSet)
+    s.call("reply_audible", 1).blocks(False, 3).blocks(True, 2)
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+
+
+def test_after_a_cough_was_given_back_sound_ducks_the_reply_again() -> None:
+    s = replying().frames(SPEECH, 2).frames(QUIET, 5)
+    assert len(s.of(t.FalseInterruption)) == 1
+    s.blocks(True, 2)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False), t.DuckSet(True)]
+
+
+@pytest.mark.parametrize(("gap_blocks", "ducked"), [(2, True), (3, False)])
+def test_a_run_of_sound_may_miss_20_ms(gap_blocks: int, ducked: bool) -> None:
+    s = replying().blocks(True, 1).blocks(False, gap_blocks).blocks(True, 1)
+    assert bool(s.of(t.DuckSet)) == ducked
+
+
+def test_a_sound_duck_is_given_back_a_dip_after_the_sound_ends() -> None:
+    s = replying().frames(QUIET, 10).blocks(False, 2).blocks(True, 3)  # sound 1.42-1.45 s
+    s.sound = False
+    s.frames(QUIET, 5)  # the frame ending 1.568 s: 118 ms after the sound
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+    s.frames(QUIET, 1)  # 1.6 s: 150 ms
+    assert s.of(t.DuckSet)[-1] == t.DuckSet(False)
+
+
+def test_a_sound_duck_is_given_back_when_the_vad_had_the_wait_to_call_it_speech() -> None:
+    s = replying().frames(QUIET, 6).blocks(False, 2).blocks(True, 2)  # sound from 1.30 s on
+    s.sound = True
+    s.frames(QUIET, 9)  # the frame ending 1.568 s: 268 ms of sound, no voice
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+    s.frames(QUIET, 1)  # 1.6 s: 300 ms
+    assert s.of(t.DuckSet)[-1] == t.DuckSet(False)

@@ -140,3 +140,183 @@ def test_without_the_model_or_in_push_to_talk_nothing_is_asked() -> None:
     assert not ptt.of(t.EndpointQuery) and not ptt.of(t.TurnEnded)
     ptt.call("release")
     assert ptt.of(t.TurnEnded)[0].decided_by == "release"
+
+
+@pytest.mark.parametrize(("pause_ms", "frames"), [(128.0, 4), (97.0, 4), (96.0, 3)])
+def test_the_model_is_asked_at_the_first_frame_whose_silence_reaches_the_pause(
+        pause_ms: float, frames: int) -> None:
+    s = smart(smart_pause_ms=pause_ms).frames(SPEECH, 20).frames(QUIET, frames - 1)
+    assert not s.of(t.EndpointQuery)
+    s.frames(QUIET, 1)  # silence: 32 ms a frame
+    [query] = s.of(t.EndpointQuery)
+    assert query.t_s == pytest.approx(s.now)
+
+
+def test_a_verdict_at_the_threshold_ends_the_turn_when_it_comes() -> None:
+    s = smart().frames(SPEECH, 20).frames(QUIET, 4).call("endpoint_verdict", 1, 1, 0.85)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "model" and ended.endpoint_s == pytest.approx(s.now)
+    assert s.of(t.StateSet)[-1] == t.StateSet(S.RESPONDING, s.now)
+
+
+def test_a_verdict_at_the_unfinished_threshold_is_unsure_and_leaves_it_to_silence() -> None:
+    s = smart().frames(SPEECH, 20).frames(QUIET, 4).call("endpoint_verdict", 1, 1, 0.2)
+    s.frames(QUIET, 12)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "silence" and ended.model_probability == pytest.approx(0.2)
+
+
+def test_silence_ends_the_turn_at_the_frame_that_reaches_the_endpoint() -> None:
+    s = smart(endpoint_silence_ms=512.0).frames(SPEECH, 20).frames(QUIET, 15)
+    assert not s.of(t.TurnEnded)
+    s.frames(QUIET, 1)  # 512 ms after the last voiced frame; the blocks said 510 ms
+    [ended] = s.of(t.TurnEnded)
+    assert (ended.turn_id, ended.onset_s, ended.decided_by) == (1, 0.0, "silence")
+    assert ended.user_end_s == pytest.approx(20 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(s.now)
+    s.frames(SPEECH, 9)  # the VAD restarted: the next speech is a turn of its own
+    assert [a.onset_s for a in s.of(t.TurnStarted)] == pytest.approx([0.0, 36 * FRAME_S])
+
+
+def test_with_the_model_a_speculative_reply_still_starts_once_at_its_pause() -> None:
+    s = smart(speculative_start=True, speculative_pause_ms=150.0).frames(SPEECH, 20)
+    s.frames(QUIET, 20)
+    assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]
+    assert s.of(t.SpeculationStarted)[0].t_s == pytest.approx(s.pumped_at(25))  # 160 ms
+    assert len(s.of(t.TurnEnded)) == 1
+
+
+@pytest.mark.parametrize(("endpoint_ms", "frames", "end_s"),
+                         [(501.0, 15, 1.15), (1001.0, 31, 1.65)])
+def test_the_sound_blocks_end_the_turn_at_the_first_one_that_reaches_the_endpoint(
+        endpoint_ms: float, frames: int, end_s: float) -> None:
+    """Silence counts from the last voiced frame (0.64 s) in 10 ms blocks between frames."""
+    s = smart(endpoint_silence_ms=endpoint_ms).frames(SPEECH, 20).frames(QUIET, frames)
+    s.blocks(False, round(end_s / 0.01) - 1 - int(s.now / 0.01 + 1e-9))
+    assert not s.of(t.TurnEnded)
+    s.blocks(False, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.endpoint_s == pytest.approx(end_s)
+
+
+def early_end(**overrides: object) -> Script:
+    """Turn 1 ended by the model at 192 ms of silence, its reply audible."""
+    s = smart(**overrides).frames(SPEECH, 20).frames(QUIET, 6)
+    return s.call("endpoint_verdict", 1, 1, 0.93).call("reply_audible", 1)
+
+
+def test_a_resumed_turn_is_spoken_again_and_its_reply_is_gone() -> None:
+    s = early_end().frames(QUIET, 2).frames(SPEECH, 1)
+    [resumed] = s.of(t.TurnResumed)
+    assert resumed.t_s == pytest.approx(s.now)
+    assert s.controller.state == S.USER_SPEAKING and not s.of(t.SpeculationCancelled)
+    s.call("reply_finished", 1)  # the withdrawn reply: nothing to duck or finish any more
+    s.sound = True
+    s.frames(SPEECH, 5)
+    assert not s.of(t.DuckSet) and s.states()[-1] == S.USER_SPEAKING
+    s.sound = False
+    s.frames(QUIET, 16)
+    [_, ended] = s.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(34 * FRAME_S)
+
+
+def test_a_turn_resumed_after_the_guard_pauses_and_ends_as_any_turn() -> None:
+    s = early_end()
+    s.guard = True
+    s.frames(SPEECH, 2)  # ducked: maybe the echo
+    s.guard = False
+    s.frames(SPEECH, 1)  # still talking: the turn goes on
+    assert [r.turn_id for r in s.of(t.TurnResumed)] == [1]
+    assert s.controller.state == S.USER_SPEAKING and not s.of(t.SpeculationCancelled)
+    s.frames(QUIET, 16)  # no verdict this time: silence decides
+    [_, ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "silence" and ended.model_probability is None
+    assert ended.user_end_s == pytest.approx(29 * FRAME_S)
+
+
+def test_under_the_guard_a_dip_shorter_than_the_tolerance_keeps_the_duck() -> None:
+    s = early_end()
+    s.guard = True
+    s.frames(SPEECH, 3).frames(QUIET, 4).frames(SPEECH, 2)  # a 128 ms dip
+    assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.FalseInterruption)
+    s.frames(QUIET, 5)  # 160 ms: it stopped, it was the echo
+    [false] = s.of(t.FalseInterruption)
+    assert false == t.FalseInterruption(1, 26 * FRAME_S, s.pumped_at(40), False)
+    assert s.of(t.DuckSet)[-1] == t.DuckSet(False)
+
+
+def test_an_early_end_stands_once_the_pause_reaches_the_endpoint_silence() -> None:
+    s = early_end(endpoint_silence_ms=512.0).frames(QUIET, 10)  # 16 frames: 512 ms
+    s.frames(SPEECH, 1)
+    assert not s.of(t.TurnResumed)
+    s = early_end(endpoint_silence_ms=513.0).frames(QUIET, 10)
+    s.frames(SPEECH, 1)
+    assert [r.turn_id for r in s.of(t.TurnResumed)] == [1]
+
+
+def test_an_endpoint_under_the_dip_tolerance_ends_a_guarded_resume_as_echo() -> None:
+    s = smart(smart_pause_ms=64.0, endpoint_silence_ms=128.0).frames(SPEECH, 20)
+    s.frames(QUIET, 2).call("endpoint_verdict", 1, 1, 0.93).call("reply_audible", 1)
+    s.guard = True
+    s.frames(SPEECH, 2).frames(QUIET, 4)  # 128 ms: the endpoint, before a dip is over
+    [false] = s.of(t.FalseInterruption)
+    assert false == t.FalseInterruption(1, 22 * FRAME_S, s.pumped_at(28), False)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
+
+
+def test_a_turn_resumed_past_the_cap_ends_at_once() -> None:
+    s = smart(max_user_turn_s=5.0).frames(SPEECH, 150).frames(QUIET, 6)
+    s.call("endpoint_verdict", 1, 1, 0.93)
+    s.frames(SPEECH, 1)  # resumes at 4.992 s, its frame ends past the 5 s cap
+    assert [r.turn_id for r in s.of(t.TurnResumed)] == [1]
+    assert [e.decided_by for e in s.of(t.TurnEnded)] == ["model", "cap"]
+
+
+def test_each_echo_burst_under_the_guard_is_its_own_false_interruption() -> None:
+    s = early_end()
+    s.guard = True
+    s.frames(SPEECH, 2).frames(QUIET, 5).frames(SPEECH, 2).frames(QUIET, 5)
+    bursts = [x for f in s.of(t.FalseInterruption) for x in (f.onset_s, f.t_s)]
+    assert bursts == pytest.approx([26 * FRAME_S, s.pumped_at(33), 33 * FRAME_S, s.pumped_at(40)])
+
+
+def test_going_on_under_the_guard_before_the_reply_is_audible_ducks_nothing() -> None:
+    s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.guard = True
+    s.frames(SPEECH, 2).frames(QUIET, 5)  # stopped again: nothing was ducked, nothing lost
+    assert not s.of(t.DuckSet) and not s.of(t.FalseInterruption)
+
+
+def test_a_resumed_turn_has_no_reply_to_stop_or_duck_any_more() -> None:
+    s = early_end().frames(SPEECH, 1).call("stop_reply")  # the reply was withdrawn
+    assert s.of(t.TurnResumed) and not s.of(t.ReplyInterrupted)
+    s.frames(QUIET, 16).frames(SPEECH, 2)  # ended; speech while the engine thinks
+    assert [e.decided_by for e in s.of(t.TurnEnded)] == ["model", "silence"]
+    assert not s.of(t.DuckSet)  # nothing audible: nothing to duck or give back
+
+
+def test_silence_ending_a_turn_at_a_frame_starts_no_speculation_after_it() -> None:
+    s = smart(speculative_start=True, speculative_pause_ms=150.0, endpoint_silence_ms=512.0)
+    s.frames(SPEECH, 20).frames(QUIET, 20)
+    assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]
+    [ended] = s.of(t.TurnEnded)
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(36))
+
+
+def test_a_verdict_on_an_earlier_pause_is_not_the_verdict_of_a_cap_during_speech() -> None:
+    s = smart(max_user_turn_s=5.0).frames(SPEECH, 20).frames(QUIET, 4)
+    s.call("endpoint_verdict", 1, 1, 0.1)  # not finished: the person goes on
+    s.frames(SPEECH, 140)  # talking past the 5 s cap
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "cap" and ended.model_probability is None
+
+
+def test_a_turn_resumed_after_the_guard_carries_no_old_verdict_into_a_cap() -> None:
+    s = early_end(max_user_turn_s=5.0)
+    s.guard = True
+    s.frames(SPEECH, 2)
+    s.guard = False
+    s.frames(SPEECH, 150)  # resumed, then talking past the 5 s cap
+    assert [r.turn_id for r in s.of(t.TurnResumed)] == [1]
+    ended = s.of(t.TurnEnded)[-1]
+    assert ended.decided_by == "cap" and ended.model_probability is None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from app import events as ev
 from app.conversation import turns as t
 from app.events import ConversationState as S
 from app.settings import Settings
-from app.vad.base import FRAME_S, VadState
+from app.vad.base import FRAME_S, VadFrame, VadParams, VadState
+from app.vad.sound import SoundBlock
 from tests.conversation import turn_script
 from tests.conversation.turn_script import QUIET, SPEECH, Script
 
@@ -206,3 +208,242 @@ def test_a_pause_by_the_app_keeps_the_persons_mute_switch() -> None:
     assert not s.of(t.TurnStarted)  # the speech heard while paused needs a fresh onset
     s.frames(SPEECH, 2)
     assert len(s.of(t.TurnStarted)) == 1
+
+
+def test_a_fresh_controller_is_neither_muted_nor_paused() -> None:
+    s = Script(speculative_start=False).call("set_muted", False).frames(SPEECH, 12)
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]
+    s = Script(speculative_start=False).call("set_paused", False).frames(SPEECH, 12)
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]
+
+
+@pytest.mark.parametrize("how", ["mute", "mode"])
+def test_muting_a_speculating_turn_cancels_the_speculation_then_the_turn(how: str) -> None:
+    s = Script(speculative_start=True, speculative_pause_ms=150.0).frames(SPEECH, 20)
+    s.frames(QUIET, 6)  # 192 ms: speculating
+    assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]
+    if how == "mute":
+        s.call("set_muted", True)
+    else:
+        s.call("set_mode", "push_to_talk")
+    assert [a for _, a in s.log[-3:]] == [t.SpeculationCancelled(1, s.now), t.TurnAbandoned(1),
+                                          t.StateSet(S.IDLE, s.now)]
+
+
+def test_the_cap_ends_the_turn_at_its_last_voiced_frame_counted_from_its_onset() -> None:
+    s = Script(speculative_start=False, max_user_turn_s=1.0).frames(QUIET, 10)
+    s.frames(SPEECH, 40)  # onset 0.32 s: capped at the frame ending 1.344 s, 1.024 s later
+    [ended] = s.of(t.TurnEnded)
+    assert (ended.turn_id, ended.decided_by, ended.model_probability) == (1, "cap", None)
+    assert ended.onset_s == pytest.approx(10 * FRAME_S)
+    assert ended.user_end_s == pytest.approx(42 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(42))
+
+
+def test_sound_running_since_the_first_block_ducks_a_reply_from_its_start() -> None:
+    """The gate's first run of sound has no earlier run to be a gap after."""
+    s = Script(speculative_start=False)
+    s.sound = True  # from the very first block on (a person near the microphone, say)
+    s.replying().frames(QUIET, 12)
+    assert s.of(t.DuckSet)[0] == t.DuckSet(True)
+    assert [f.onset_s for f in s.of(t.FalseInterruption)] == [0.0]
+
+
+# ---- the inputs: commands, settings, and how frames and blocks are taken ----------------------
+
+def test_every_state_change_carries_the_time_it_was_processed() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
+    s.call("reply_audible", 1).call("reply_finished", 1).frames(SPEECH, 12)
+    s.call("stop_reply").call("set_muted", True).call("set_muted", False)
+    s.call("set_paused", True).call("set_paused", False).call("set_mode", "push_to_talk")
+    s.call("press").frames(SPEECH, 5).call("release").call("reply_audible", 3)
+    assert len(s.states()) >= 12
+    for frame, action in s.log:
+        if isinstance(action, t.StateSet):
+            assert action.t_s == pytest.approx(frame * FRAME_S), action
+
+
+def test_each_turn_command_reaches_its_input() -> None:
+    s = Script(speculative_start=False).replying()
+    s.call("on_command", ev.StopReply())
+    assert s.of(t.ReplyInterrupted) == [t.ReplyInterrupted(1, s.now, s.now, "stop", True)]
+    s.call("on_command", ev.SetMuted(True))
+    assert s.controller.muted and s.states()[-1] == S.IDLE
+    s.call("on_command", ev.SetMuted(False)).call("on_command", ev.SetListenMode("push_to_talk"))
+    assert s.controller.params.mode == "push_to_talk" and not s.controller.muted
+    s.call("on_command", ev.PressToTalk()).frames(SPEECH, 5)
+    s.call("on_command", ev.ReleaseToTalk())
+    ended = s.of(t.TurnEnded)[-1]
+    assert (ended.turn_id, ended.decided_by) == (2, "release")
+    assert ended.endpoint_s == pytest.approx(s.now)
+    with pytest.raises(TypeError, match="not a turn-taking command: 'press'"):
+        s.controller.on_command("press", s.now)
+    for frame, action in s.log:
+        if isinstance(action, t.StateSet):
+            assert action.t_s == pytest.approx(frame * FRAME_S), action
+
+
+def test_new_settings_apply_at_once_and_keep_the_vad_parameters_given_before() -> None:
+    s = Script(speculative_start=False)
+    c = s.controller
+    assert c.update_params(t.TurnParams(speculative_start=False, barge_in=False), 0.0,
+                           vad=VadParams(endpoint_silence_ms=300.0)) == []
+    assert c.params.barge_in is False and c.vad_params.endpoint_silence_ms == 300.0
+    smart = t.TurnParams(speculative_start=False, smart_endpoint=True,
+                         smart_long_silence_ms=1500.0)
+    c.update_params(smart, 0.0)  # the model's long silence is the VAD's endpoint now
+    assert c.params == smart and c.vad_params.endpoint_silence_ms == 1500.0
+    c.update_params(t.TurnParams(speculative_start=False), 0.0)
+    assert c.vad_params.endpoint_silence_ms == 300.0  # the VAD's own, as given before
+    ptt = t.TurnParams(mode="push_to_talk", barge_in=False, pre_roll_ms=200.0)
+    assert c.update_params(ptt, 0.5) == [t.StateSet(S.IDLE, 0.5)]
+    assert c.params == ptt
+    s.call("press").frames(SPEECH, 12)
+    assert s.of(t.TurnStarted)[0].audio_from_s == pytest.approx(-0.2)
+
+
+@pytest.mark.parametrize("how", ["smart_off", "mute", "mode", "stop"])
+def test_an_early_end_under_the_guard_stands_when_the_person_does_something_else(
+        how: str) -> None:
+    s = Script(smart_endpoint=True, speculative_start=False, smart_pause_ms=120.0)
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.call("reply_audible", 1)
+    s.guard = True
+    s.frames(SPEECH, 2)  # ducked: the echo, or the person going on
+    if how == "smart_off":
+        s.call("update_params", t.TurnParams(speculative_start=False))
+    elif how == "mute":
+        s.call("set_muted", True)
+    elif how == "mode":
+        s.call("set_mode", "push_to_talk")
+    else:
+        s.call("stop_reply")  # the reply is stopped: what was heard is no false interruption
+    if how == "stop":
+        assert not s.of(t.FalseInterruption) and s.of(t.ReplyInterrupted)
+    else:
+        [false] = s.of(t.FalseInterruption)
+        assert (false.turn_id, false.t_s) == (1, pytest.approx(s.now))
+    s.guard = False
+    s.call("set_muted", False).frames(SPEECH, 1)
+    assert not s.of(t.TurnResumed)
+
+
+def test_a_reply_over_while_ducked_under_the_guard_still_lets_the_turn_resume() -> None:
+    s = Script(smart_endpoint=True, speculative_start=False, smart_pause_ms=120.0)
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.call("reply_audible", 1)
+    s.guard = True
+    s.frames(SPEECH, 2).call("reply_finished", 1)
+    s.guard = False
+    s.frames(SPEECH, 1)
+    assert [r.turn_id for r in s.of(t.TurnResumed)] == [1] and not s.of(t.FalseInterruption)
+
+
+def test_push_to_talk_counts_speech_from_its_start_within_the_pre_roll() -> None:
+    s = Script(mode="push_to_talk", pre_roll_ms=320.0).frames(SPEECH, 10)  # 0-0.32 s
+    s.call("press").frames(SPEECH, 3)  # began exactly a pre-roll before the press
+    [started] = s.of(t.TurnStarted)
+    assert (started.onset_s, started.audio_from_s) == pytest.approx((0.0, 0.0))
+    s = Script(mode="push_to_talk", pre_roll_ms=300.0).frames(SPEECH, 10)
+    s.call("press").frames(SPEECH, 3)  # began 20 ms before the pre-roll: from the press on
+    [started] = s.of(t.TurnStarted)
+    assert started.onset_s == pytest.approx(10 * FRAME_S)
+
+
+def test_sound_is_ignored_while_muted_and_in_push_to_talk() -> None:
+    s = Script(speculative_start=False).replying().call("set_muted", True).blocks(True, 4)
+    assert not s.of(t.DuckSet)
+    s = Script(mode="push_to_talk").call("press").frames(SPEECH, 10).call("release")
+    s.call("reply_audible", 1).blocks(True, 4)
+    assert not s.of(t.DuckSet) and not s.of(t.ReplyInterrupted)
+
+
+def test_a_press_in_always_listening_mode_does_nothing() -> None:
+    s = Script(speculative_start=False).replying().call("press")
+    assert not s.of(t.ReplyInterrupted) and s.states()[-1] == S.SPEAKING
+
+
+def test_muting_twice_or_unmuting_when_listening_keeps_the_turn() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 12).call("set_muted", False)
+    assert not s.of(t.TurnAbandoned)
+    s.call("set_muted", True).call("set_muted", True)
+    assert s.of(t.TurnAbandoned) == [t.TurnAbandoned(1)]
+
+
+def test_changing_the_mode_abandons_the_turn_and_the_same_mode_keeps_it() -> None:
+    s = Script(speculative_start=False).frames(SPEECH, 12).call("set_mode", "always_listening")
+    assert not s.of(t.TurnAbandoned)
+    s.call("set_mode", "push_to_talk").frames(SPEECH, 5)
+    assert s.of(t.TurnAbandoned) == [t.TurnAbandoned(1)] and len(s.of(t.TurnStarted)) == 1
+
+
+@pytest.mark.parametrize(("pause_ms", "frames"), [(128.0, 4), (129.0, 5)])
+def test_speculation_starts_at_the_first_frame_whose_silence_reaches_its_pause(
+        pause_ms: float, frames: int) -> None:
+    s = Script(speculative_start=True, speculative_pause_ms=pause_ms).frames(SPEECH, 20)
+    s.frames(QUIET, frames - 1)
+    assert not s.of(t.SpeculationStarted)
+    s.frames(QUIET, 1)
+    assert s.of(t.SpeculationStarted) == [t.SpeculationStarted(1, s.now)]
+    s.frames(SPEECH, 1)
+    assert s.of(t.SpeculationCancelled) == [t.SpeculationCancelled(1, s.now)]
+
+
+def test_muted_the_vad_still_follows_every_frame_of_a_batch() -> None:
+    s = Script(frames_per_pump=8, speculative_start=False).call("set_muted", True)
+    s.frames(SPEECH, 8)
+    assert s.controller.vad_state == VadState.SPEAKING
+
+
+def test_defaults_trust_the_canceller_and_take_every_block_of_a_pump() -> None:
+    c = t.TurnController(t.TurnParams(speculative_start=False, smart_endpoint=True))
+    frames = [VadFrame(i * FRAME_S, (i + 1) * FRAME_S, SPEECH if i < 20 else QUIET)
+              for i in range(26)]
+    c.on_frames(frames, 26 * FRAME_S)
+    c.endpoint_verdict(1, 1, 0.99, 26 * FRAME_S)  # settled by default: ends early
+    assert c.state == S.RESPONDING
+    c = t.TurnController(t.TurnParams(speculative_start=False))
+    frames = [VadFrame(i * FRAME_S, (i + 1) * FRAME_S, SPEECH if i < 12 else QUIET)
+              for i in range(29)]
+    c.on_frames(frames, 29 * FRAME_S)
+    c.reply_audible(1, 29 * FRAME_S)
+    blocks = [SoundBlock(0.93, 0.94, True), SoundBlock(0.94, 0.95, True)]
+    assert c.on_frames([], 0.95, sound=blocks) == [t.DuckSet(True)]  # two blocks: a duck
+    speech = [VadFrame(i * FRAME_S, (i + 1) * FRAME_S, SPEECH) for i in range(29, 33)]
+    actions = c.on_frames(speech, 33 * FRAME_S)  # no guard by default: the reply stops
+    assert any(isinstance(a, t.ReplyInterrupted) for a in actions)
+
+
+def test_a_fresh_controller_hears_speech_from_its_first_frame() -> None:
+    s = Script(speculative_start=False)
+    assert s.controller.muted is False
+    s.call("set_muted", False)
+    assert s.controller.muted is False
+    s.call("set_paused", False)
+    assert s.controller.muted is False
+    s.frames(SPEECH, 12)
+    assert s.of(t.TurnStarted)[0].onset_s == 0.0
+
+
+def test_a_press_during_a_reply_stops_it_when_pressed() -> None:
+    s = Script(mode="push_to_talk").call("press").frames(SPEECH, 10).call("release")
+    s.call("reply_audible", 1).frames(QUIET, 3).call("press")
+    assert s.of(t.ReplyInterrupted) == [t.ReplyInterrupted(1, s.now, s.now, "push_to_talk",
+                                                           True)]
+
+
+def test_a_turn_exactly_as_long_as_the_cap_ends_at_that_frame() -> None:
+    s = Script(speculative_start=False, max_user_turn_s=157 * FRAME_S).frames(SPEECH, 160)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "cap" and ended.endpoint_s == pytest.approx(s.pumped_at(157))
+
+
+def test_a_block_ending_with_a_frame_is_taken_before_that_frame() -> None:
+    """Sound in the block that ends with the frame is the frame's to judge: the blocks after it
+    may end the turn at the endpoint silence."""
+    s = Script(speculative_start=False).frames(SPEECH, 20)
+    s.sound = True
+    s.frames(QUIET, 15)  # the last block, 1.11-1.12 s, ends with the frame at 1.12 s
+    s.blocks(False, 2)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.endpoint_s == pytest.approx(1.14)
