@@ -387,3 +387,15 @@ def test_a_weak_words_onset_stays_the_utterances_for_a_press_within_its_pre_roll
     started = s.of(t.TurnStarted)[-1]
     assert started.turn_id == 3 and started.onset_s == pytest.approx(1.08)
     assert started.audio_from_s == pytest.approx(37 * FRAME_S - 0.3)
+
+
+def test_a_duck_left_over_an_app_pause_is_given_back_from_the_first_frame_after_it() -> None:
+    """An app pause (``set_paused``) makes the VAD forget what it heard, the speech that ducked
+    the reply included: the first quiet frame after it gives the reply back, counted from that
+    frame (the speech's own onset is gone)."""
+    s = replying().frames(SPEECH, 2)  # ducked
+    s.call("set_paused", True).call("set_paused", False)
+    s.frames(QUIET, 1)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
+    assert rows(s.of(t.FalseInterruption)) == expect(
+        [("FalseInterruption", 1, 36 * FRAME_S, s.pumped_at(37), False)])
