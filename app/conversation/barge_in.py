@@ -119,8 +119,7 @@ class BargeInPolicy(TurnState):
                 if self._sound_duck_over(update):
                     self._sound_not_confirmed(now_s)
                 return
-            pending = self._interrupted or (self._reply_turn is not None and self._ducked)
-            if pending and self._dip_over(update):
+            if self._dip_over(update):  # the speech heard is over, whatever it did
                 self._not_confirmed(update, now_s)
             return
         onset = self._episode_onset(update)
@@ -158,7 +157,9 @@ class BargeInPolicy(TurnState):
                 or update.end_s - self._episode_end_s >= DIP_TOLERANCE_S - 1e-9)
 
     def _not_confirmed(self, update: VadUpdate, now_s: float) -> None:
-        """Speech that ducked or stopped a reply ended before it was confirmed."""
+        """Speech that was not confirmed as a turn ended: if it ducked or stopped a reply,
+        that was a false interruption. Its episode ends either way (one left open would keep
+        sound from ducking the reply, see ``_may_duck``)."""
         onset = self._episode_start_s if self._episode_start_s is not None else update.start_s
         if self._ducked and self._reply_turn is not None:
             self._actions.append(FalseInterruption(self._reply_turn, onset, now_s, False))

@@ -327,3 +327,75 @@ def test_a_sound_duck_is_given_back_when_the_vad_had_the_wait_to_call_it_speech(
     assert s.of(t.DuckSet) == [t.DuckSet(True)]
     s.frames(QUIET, 1)  # 1.6 s: 300 ms
     assert s.of(t.DuckSet)[-1] == t.DuckSet(False)
+
+
+# ---- issue 22: the barge-in mutants that survived the controller's tests --------------------
+
+def test_a_cough_while_the_engine_thinks_leaves_sound_free_to_duck_the_reply() -> None:
+    """A cough the VAD scored as speech while nothing was audible yet ducked nothing, but its
+    episode stayed open, and sound never ducked the reply that followed (``_may_duck``)."""
+    s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)  # responding
+    s.frames(SPEECH, 2).frames(QUIET, 10)  # a 64 ms cough, then quiet
+    assert not s.of(t.DuckSet) and not s.of(t.FalseInterruption)
+    s.call("reply_audible", 1).blocks(True, 2)
+    assert s.of(t.DuckSet) == [t.DuckSet(True)]
+
+
+def test_a_sound_duck_never_moves_speechs_onset_later_than_the_vads() -> None:
+    """Speech the VAD heard begin during a mute and still going on when unmuted counts from
+    the VAD's onset, with sound (that ducks from its own, later start) as without it."""
+    for sound in (False, True):
+        s = replying().call("set_muted", True).frames(SPEECH, 2)  # the VAD: onset at 1.088 s
+        s.call("set_muted", False)
+        s.sound = sound
+        s.frames(SPEECH, 1)  # sound from 1.152 s on ducks before this frame is judged
+        [interrupted] = s.of(t.ReplyInterrupted)  # 96 ms of speech from the VAD's onset
+        assert interrupted.onset_s == pytest.approx(34 * FRAME_S)
+
+
+def test_speech_after_a_mute_is_not_joined_to_a_cough_before_it() -> None:
+    """Only a dip (under ``DIP_TOLERANCE_S``) joins speech to the speech before it."""
+    s = Script(speculative_start=False).frames(SPEECH, 2).call("set_muted", True)
+    s.frames(QUIET, 8).call("set_muted", False).frames(SPEECH, 10)  # 256 ms later
+    [started] = s.of(t.TurnStarted)
+    assert started.onset_s == pytest.approx(10 * FRAME_S)
+
+
+def test_a_weak_word_confirms_at_a_frame_that_starts_exactly_where_its_sound_ends() -> None:
+    """The sound 1.18-1.28 s, weakly voiced frames 1.184-1.312 s: the fourth frame (from
+    1.28 s, when 120 ms have been spoken from the sound's start) is still within the word."""
+    s = Script(speculative_start=False, barge_in_min_speech_ms=120.0).replying()
+    s.frames(QUIET, 3)  # to 1.184 s
+    s.sound = True
+    s.frames(0.25, 3)  # sound blocks to 1.28 s; three weak frames, 100 ms spoken
+    assert not s.of(t.ReplyInterrupted)
+    s.sound = False
+    s.frames(0.25, 1)  # 1.28-1.312 s: the sound ended exactly at its start
+    [interrupted] = s.of(t.ReplyInterrupted)
+    assert interrupted.onset_s == pytest.approx(1.18)
+
+
+def test_a_weak_words_onset_stays_the_utterances_for_a_press_within_its_pre_roll() -> None:
+    """The VAD takes a weak word over from its sound's start (``Segmenter.begin``): pressed
+    to talk while still talking, the turn counts from there, as for any speech the press
+    found going on."""
+    s = replying().blocks(True, 2)
+    s.sound = True
+    s.frames(0.25, 3)  # a weak word from 1.08 s stops the reply at 1.184 s: turn 2
+    assert s.of(t.TurnStarted)[-1].onset_s == pytest.approx(1.08)
+    s.call("set_mode", "push_to_talk").call("press").frames(SPEECH, 2)
+    started = s.of(t.TurnStarted)[-1]
+    assert started.turn_id == 3 and started.onset_s == pytest.approx(1.08)
+    assert started.audio_from_s == pytest.approx(37 * FRAME_S - 0.3)
+
+
+def test_a_duck_left_over_an_app_pause_is_given_back_from_the_first_frame_after_it() -> None:
+    """An app pause (``set_paused``) makes the VAD forget what it heard, the speech that ducked
+    the reply included: the first quiet frame after it gives the reply back, counted from that
+    frame (the speech's own onset is gone)."""
+    s = replying().frames(SPEECH, 2)  # ducked
+    s.call("set_paused", True).call("set_paused", False)
+    s.frames(QUIET, 1)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
+    assert rows(s.of(t.FalseInterruption)) == expect(
+        [("FalseInterruption", 1, 36 * FRAME_S, s.pumped_at(37), False)])

@@ -320,3 +320,21 @@ def test_a_turn_resumed_after_the_guard_carries_no_old_verdict_into_a_cap() -> N
     assert [r.turn_id for r in s.of(t.TurnResumed)] == [1]
     ended = s.of(t.TurnEnded)[-1]
     assert ended.decided_by == "cap" and ended.model_probability is None
+
+
+def test_a_guarded_resume_leaves_sound_free_to_duck_the_next_reply() -> None:
+    """Speech under the guard is the early-ended turn's or echo, never new speech: once the
+    resumed turn has ended (here at the VAD's long silence, the model unsure), sound ducks
+    its reply as usual, even before the next frame (a reply ready at once, speculated)."""
+    s = early_end()
+    s.guard = True
+    s.frames(SPEECH, 2)  # ducked: maybe the echo
+    s.guard = False
+    s.frames(SPEECH, 6).frames(QUIET, 4)
+    s.call("endpoint_verdict", 1, s.of(t.EndpointQuery)[-1].pause, 0.1)  # not finished
+    s.frames(QUIET, 53)  # 1.824 s of silence: the VAD's endpoint, at this last frame
+    [_, ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "silence" and ended.turn_id == 1
+    assert ended.endpoint_s == pytest.approx(s.now)
+    s.call("reply_audible", 1).blocks(True, 2)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(True)]

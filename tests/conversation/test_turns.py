@@ -447,3 +447,23 @@ def test_a_block_ending_with_a_frame_is_taken_before_that_frame() -> None:
     s.blocks(False, 2)
     [ended] = s.of(t.TurnEnded)
     assert ended.endpoint_s == pytest.approx(1.14)
+
+
+def test_speech_from_the_very_first_frame_is_a_turn_after_the_min_speech() -> None:
+    """A fresh controller has no early end to take back: its first frame is the VAD's."""
+    s = Script(speculative_start=False).frames(SPEECH, 7)  # 224 ms
+    assert not s.of(t.TurnStarted)
+    s.frames(SPEECH, 1)  # 256 ms from the first frame's start: the 250 ms of speech
+    [started] = s.of(t.TurnStarted)
+    assert started.onset_s == 0.0 and s.controller.state == S.USER_SPEAKING
+
+
+def test_blocks_after_a_frame_are_taken_after_it() -> None:
+    """Blocks that end after the last complete frame (the next frame is not done yet) come
+    after it: speech in that frame goes on before their silence is counted."""
+    s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 14)  # to 1.088 s
+    blocks = [SoundBlock(1.08 + i * 0.01, 1.09 + i * 0.01, False, True) for i in range(6)]
+    s.log += [(35, a) for a in s.controller.on_frames(
+        [VadFrame(34 * FRAME_S, 35 * FRAME_S, SPEECH)], 1.14, sound=blocks)]
+    assert not s.of(t.TurnEnded)  # 500 ms after the speech ending at 0.64 s is 1.14 s
+    assert s.controller.state == S.USER_SPEAKING
