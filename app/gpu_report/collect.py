@@ -85,9 +85,12 @@ def gpu_tests(budget: Budget, root: Path) -> dict[str, Any]:
     cap = max(30.0, min(TESTS_CAP_S, budget.left_s - 360))
     started = time.perf_counter()
     try:
-        # this Python's pytest on the repository's tests, fixed arguments, no shell
+        # this Python's pytest on the repository's tests, fixed arguments, no shell; a test
+        # file that cannot be imported here (an environment without the GUI's packages) is
+        # counted as an error and does not stop the GPU tests
         done = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q",  # nosec B603
-                               "-p", "no:cacheprovider", "tests"], cwd=root,
+                               "-p", "no:cacheprovider", "--continue-on-collection-errors",
+                               "tests"], cwd=root,
                               capture_output=True, text=True, timeout=cap)
         out, code = done.stdout, done.returncode
     except subprocess.TimeoutExpired as exc:
