@@ -68,10 +68,12 @@ class NearEndDetector:
         """The loudest echo power in the microphone (``raw``) or in the canceller's output;
         ``observed``: what came back so far is all there is (correlation found the
         microphone's sound to be no echo), no conservative default."""
-        learnt = self.erl if raw else self.residual
-        if not (self.learnt or observed):
-            learnt = max(learnt, 10 ** (DEFAULT_ERL_DB / 10))
-        return learnt * self.far_bound
+        ratio = self.erl if raw else self.residual
+        return (ratio if observed else self._until_learnt(ratio)) * self.far_bound
+
+    def _until_learnt(self, ratio: float) -> float:
+        """A learnt echo ratio, or at least the conservative default while it is not learnt."""
+        return ratio if self.learnt else max(ratio, 10 ** (DEFAULT_ERL_DB / 10))
 
     def update(self, near: np.ndarray, far: np.ndarray, talking: bool = False,
                out: np.ndarray | None = None) -> None:
@@ -101,7 +103,7 @@ class NearEndDetector:
         self.floor = min(mic, self.floor * 10 ** (FLOOR_RISE_DB_PER_S / 1000))
         margin = 10 ** (MARGIN_DB / 10)
         loud = self.loud = mic > margin * max(self.floor, 1e-10)
-        erl = self.erl if self.learnt else max(self.erl, 10 ** (DEFAULT_ERL_DB / 10))
+        erl = self._until_learnt(self.erl)
         if loud and bound > FAR_ACTIVE_POWER and mic > margin * erl * bound:
             self._hold = round(HANGOVER_S * 100)
         elif self._hold:

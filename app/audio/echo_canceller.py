@@ -30,6 +30,12 @@ class EchoCanceller(Protocol):
     @property
     def latency_s(self) -> float: ...
 
+    @property
+    def echo_power_bound(self) -> float:
+        """The loudest echo power that can be in what ``process`` returned last (0: none);
+        the sound gate (app.vad.sound) wants sound well over it."""
+        ...
+
     def observe_playback(self, played: np.ndarray, dac_time_s: float) -> None:
         """The block just handed to the speaker (must not block: output callback thread)."""
         ...
@@ -45,6 +51,7 @@ class PassThroughEchoCanceller:
     """No echo cancellation (tests that inject it, or where the canceller cannot load)."""
 
     latency_s = 0.0
+    echo_power_bound = 0.0  # nothing is cancelled, and nothing is known about an echo
 
     def process(self, mic: np.ndarray, adc_time_s: float) -> np.ndarray:
         return mic

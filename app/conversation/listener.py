@@ -99,7 +99,7 @@ class Listener:
             self.history.write(self.echo_canceller.process(pcm, pcm_start_s))
         self._anchor_index = self.history.total_written
         self._anchor_s = pcm_end_s - self.echo_canceller.latency_s
-        self._gate_blocks(float(getattr(self.echo_canceller, "echo_power_bound", 0.0)))
+        self._gate_blocks(self.echo_canceller.echo_power_bound)
         return self._score_frames()
 
     def take_sound(self) -> list[SoundBlock]:
