@@ -116,3 +116,27 @@ def test_a_talkers_room_noise_is_there_before_they_speak() -> None:
     bed = level[int((2.0 - BED_S) * 10) + 2:20]
     assert max(bed) - min(bed) < 6 and -75 < np.median(bed) < -50  # steady room noise
     assert scenario.utterances[0].speech[0][0] == pytest.approx(2.0 + clip.speech[0][0])
+
+
+def test_the_bench_plays_speech_as_speech_and_the_noise_burst_as_no_speech() -> None:
+    """ar_m_numbers holds six spoken numbers and, between two and three, a 1.9 s noise burst
+    (broadband, no harmonics: the 'bc_noise' of auditok's file name) that the level labelling
+    takes for sound like any other. Played as a person's turn it made three 'missed' turns
+    and three barge-ins with no reply to stop. Checked with silero over each whole recording
+    (in its own background): every span the bench plays as speech is speech, the burst is
+    not."""
+    from app.vad.silero import FRAME_SAMPLES, SileroScorer
+
+    scorer, corpus = SileroScorer(), load_corpus()
+    spoken = {u.clip for s in bench.build_scenarios() for u in s.utterances if u.kind != "ignored"}
+    assert "noise_burst" not in spoken
+    for name, clip in corpus.items():
+        if not clip.speech:
+            continue
+        scorer.reset()
+        frames = range(0, len(clip.pcm) - FRAME_SAMPLES, FRAME_SAMPLES)
+        probability = np.array([scorer.score(clip.pcm[i:i + FRAME_SAMPLES]) for i in frames])
+        for index, (start, end) in enumerate(clip.utterances()):
+            a, b = int(start * RATE_HZ) // FRAME_SAMPLES, int(end * RATE_HZ) // FRAME_SAMPLES
+            burst = name == "ar_m_numbers" and index == bench.AR_NOISE_BURST_SPAN
+            assert (probability[a:b + 1].max() < 0.5) == burst, (name, index)

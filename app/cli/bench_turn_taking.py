@@ -111,6 +111,12 @@ def _sentences(name: str, clips: list[Clip], room: Room, **kwargs: Any) -> TurnS
     return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
 
 
+def _noise_then_sentence(name: str, noise: Clip, clip: Clip, room: Room) -> TurnScenario:
+    """A loud noise that is no speech (it must not start a turn), then a sentence."""
+    at = 0.6 + noise.speech[-1][1] + 1.5
+    return compose(name, [(0.6, noise, "ignored"), (at, clip, "turn")], room)
+
+
 def hesitation_scenarios(k: dict[str, Clip], lengths: tuple[float, ...] = (0.5, 1.0, 1.5)
                          ) -> list[TurnScenario]:
     """Sentences stopped mid-way where they cannot be over (at a word boundary: after "and",
@@ -121,14 +127,20 @@ def hesitation_scenarios(k: dict[str, Clip], lengths: tuple[float, ...] = (0.5, 
                        NO_ECHO, hesitation_s=h) for h in lengths]
 
 
+# The third sound event of ar_m_numbers is no speech: a 1.9 s broadband noise burst without
+# harmonics (the recording's 'bc_noise'); it is played as a noise that must not start a turn.
+AR_NOISE_BURST_SPAN = 2
+
+
 def _clips() -> dict[str, Clip]:
     corpus = load_corpus()
     ar = corpus["ar_m_numbers"]
     spans = ar.utterances()
     return {"slt": corpus["en_f_slt_a0009"], "a0001": corpus["en_m_a0001"],
             "welcome": corpus["en_m_welcome"], "de": corpus["de_m_was_der_mensch"],
-            "ar_long": ar.cut(*spans[2]), "ar_tail": ar.cut(*spans[4]),
             "ar_one": ar.cut(*spans[0]), "ar_two": ar.cut(*spans[1]),
+            "ar_three": ar.cut(*spans[3]), "ar_tail": ar.cut(*spans[4]),
+            "noise_burst": replace(ar.cut(*spans[AR_NOISE_BURST_SPAN]), name="noise_burst"),
             "rain": corpus["noise_rain"], "thunder": corpus["noise_thunder_rain"]}
 
 
@@ -164,7 +176,7 @@ def build_scenarios(quick: bool = False) -> list[TurnScenario]:
         _dialogue("clean_16k_en_f", k["slt"], k["ar_one"], k["welcome"], k["ar_two"], NO_ECHO),
         _dialogue("clean_48k_stereo_de", k["de"], k["welcome"], k["a0001"], k["ar_one"],
                   NO_ECHO, rate_hz=48000, channels=2),
-        _dialogue("clean_8k_ar", k["ar_long"], k["ar_one"], k["ar_tail"], k["ar_two"], NO_ECHO,
+        _dialogue("clean_8k_ar", k["ar_tail"], k["ar_one"], k["ar_three"], k["ar_two"], NO_ECHO,
                   rate_hz=8000),
         _dialogue("clean_44k_en_m", k["a0001"], k["welcome"], k["slt"], k["ar_one"], NO_ECHO,
                   rate_hz=44100),
@@ -178,13 +190,13 @@ def build_scenarios(quick: bool = False) -> list[TurnScenario]:
                   noise=k["rain"], snr_db=10.0),
         _dialogue("rain_5dB", k["a0001"], k["welcome"], k["de"], k["ar_two"], NO_ECHO,
                   noise=k["rain"], snr_db=5.0),
-        _dialogue("thunder_10dB_-35dBFS", k["ar_long"], k["welcome"], k["slt"], k["ar_one"],
+        _dialogue("thunder_10dB_-35dBFS", k["ar_tail"], k["welcome"], k["slt"], k["ar_one"],
                   NO_ECHO, noise=k["thunder"], snr_db=10.0, talker_dbfs=-35.0),
     ]
     for index, room in enumerate(rooms):
         a, b, c, d = [("slt", "ar_one", "a0001", "welcome"), ("de", "ar_two", "slt", "ar_one"),
-                      ("a0001", "welcome", "ar_long", "ar_two"),
-                      ("slt", "ar_two", "de", "welcome"), ("ar_long", "ar_one", "a0001", "ar_two"),
+                      ("a0001", "welcome", "ar_tail", "ar_two"),
+                      ("slt", "ar_two", "de", "welcome"), ("ar_tail", "ar_one", "a0001", "ar_two"),
                       ("de", "welcome", "slt", "ar_one")][index]
         rate, channels = [(16000, 1), (48000, 2), (44100, 1), (16000, 1), (8000, 1),
                           (48000, 2)][index]
@@ -199,6 +211,7 @@ def build_scenarios(quick: bool = False) -> list[TurnScenario]:
                   echo_mode="headset"),
         _dialogue("half_duplex_mode", k["a0001"], k["ar_one"], k["slt"], k["welcome"],
                   rooms[3], echo_mode="half_duplex"),
+        _noise_then_sentence("noise_burst_then_en_f", k["noise_burst"], k["slt"], NO_ECHO),
         _sentence("pauses_400ms_en_f", k["slt"].with_pauses(0.4, 2), NO_ECHO),
         _sentence("pauses_250_400ms_de", k["de"].with_pauses(0.25, 2).with_pauses(0.4, 1),
                   NO_ECHO),
@@ -217,7 +230,7 @@ def build_scenarios(quick: bool = False) -> list[TurnScenario]:
 def self_interruption_scenarios(sessions: int) -> list[TurnScenario]:
     """Four turns per session, answered, nobody talking over the replies, in every echo room."""
     k = _clips()
-    order = ["slt", "a0001", "de", "ar_long", "welcome", "ar_tail"]
+    order = ["slt", "a0001", "de", "ar_three", "welcome", "ar_tail"]
     out = []
     for room in ECHO_ROOMS:
         for session in range(sessions):
