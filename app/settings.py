@@ -183,6 +183,10 @@ class VadSettings(_Group):
     smart_pause_ms: int = Field(
         150, ge=60, le=1000, description="Silence after which the end-of-turn model is asked."
     )
+    smart_tail_ms: int = Field(
+        0, ge=0, le=1000, description="How much of the pause after your last word the "
+        "end-of-turn model hears (with more, it takes the silence itself for a finished turn)."
+    )
     smart_long_silence_ms: int = Field(
         1800, ge=300, le=10000, description="Longest silence waited when the model is sure you "
         "have not finished."

@@ -52,7 +52,8 @@ class EndOfTurnPolicy(TurnState):
         silence = update.silence_ms + 1e-6
         if self._asked_pause != self._pause and silence >= self.params.smart_pause_ms:
             self._asked_pause = self._pause
-            self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s))
+            self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s,
+                                               self._last_voiced_s))
         elif silence >= self.params.endpoint_silence_ms and not self._waits_for_more():
             self._end_turn(self._last_voiced_s, now_s)
             self._restart_vad()

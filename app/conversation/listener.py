@@ -147,10 +147,11 @@ class TurnFeed:
         self._listener = listener
         self._feed = feed
         self._next_index: int | None = None  # next 16 kHz sample to feed
+        self._first_index = 0  # the 16 kHz sample the turn's audio starts at
         self._parts: list[np.ndarray] = []
 
     def begin(self, audio_from_s: float) -> None:
-        self._next_index = self._listener.index_at(audio_from_s)
+        self._next_index = self._first_index = self._listener.index_at(audio_from_s)
         self._parts = []
 
     def pump(self, turn_id: int | None) -> None:
@@ -169,6 +170,10 @@ class TurnFeed:
     def audio(self) -> np.ndarray:
         """Everything fed for this turn, [T] float32."""
         return np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
+
+    def audio_until(self, t_s: float) -> np.ndarray:
+        """The turn's audio fed so far, up to capture time ``t_s``, [T] float32."""
+        return self.audio()[:max(0, self._listener.index_at(t_s) - self._first_index)]
 
     def end(self) -> None:
         self._next_index, self._parts = None, []

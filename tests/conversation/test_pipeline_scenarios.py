@@ -441,3 +441,33 @@ def test_an_early_end_taken_back_withdraws_the_reply_and_keeps_the_sentence_whol
     last = engine.turns[-1]
     assert len(last.pcm_16k) / RATE > clip.speech[-1][1] - clip.speech[0][0]
     assert result.summary()["replies_withdrawn"] == 1
+
+
+class ListeningModel:
+    """An end-of-turn model that keeps what it was given (and says: not sure)."""
+
+    def __init__(self) -> None:
+        self.heard: list[np.ndarray] = []
+
+    def probability(self, pcm_16k: np.ndarray) -> float:
+        self.heard.append(pcm_16k)
+        return 0.5
+
+
+@pytest.mark.parametrize("tail_ms", [0, 100])
+def test_the_end_of_turn_model_hears_the_turn_up_to_the_last_word_and_the_tail(
+        tail_ms: int) -> None:
+    """Issue 23: with the silence after a sentence the model calls a half sentence finished
+    ("... and faced |": 0.05 with 60 ms of silence after it, 0.97 with 150 ms), so it hears the
+    turn up to the end of its last voiced frame plus ``vad.smart_tail_ms``, not the whole
+    pause it was asked at."""
+    clip = speech("question")
+    model = ListeningModel()
+    settings = SMART_HEADSET.with_value("vad.smart_tail_ms", tail_ms)
+    result = run_simulation(settings, EchoEngine(), SimulatedMicrophone(
+        track([(0.5, clip)], 0.5 + duration("question") + 3.0), 16000),
+        SimulationOptions(charge_compute=False), end_of_turn=model)
+    [record] = result.records
+    [heard] = model.heard
+    heard_until_s = record.user_audio_from_s + len(heard) / RATE
+    assert heard_until_s == pytest.approx(record.user_end_s + tail_ms / 1000, abs=1 / RATE)

@@ -31,6 +31,7 @@ def test_the_model_is_asked_once_per_pause_and_a_finished_turn_ends_at_its_verdi
     s = smart().frames(SPEECH, 20).frames(QUIET, 4)  # 128 ms of silence
     [query] = s.of(t.EndpointQuery)
     assert query.turn_id == 1 and query.pause == 1
+    assert query.speech_end_s == pytest.approx(20 * FRAME_S)  # what the model is to hear
     s.frames(QUIET, 2)
     assert len(s.of(t.EndpointQuery)) == 1 and not s.of(t.TurnEnded)  # once per pause
     s.call("endpoint_verdict", 1, 1, 0.93)
