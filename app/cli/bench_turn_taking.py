@@ -12,6 +12,7 @@ unless a scenario names a mode. Figures and targets: docs/turn-taking.md; BENCHM
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import threading
 import time
@@ -23,6 +24,8 @@ import numpy as np
 
 from app.cli.bench_common import markdown_table
 from app.cli.turn_corpus import (
+    CORPUS,
+    RATE_HZ,
     Clip,
     Room,
     TurnScenario,
@@ -39,15 +42,37 @@ TARGETS = {"to_20db_ms": 80.0, "to_silence_ms": 150.0, "audio_start_ms": 30.0}
 TURN_END_MARGIN_MS = 100.0  # turn end ≤ endpoint silence + this after the true end
 
 
+ASSISTANT_VOICE = ("hello", "question", "stop", "sea")  # espeak-ng, tests/fixtures/audio
+
+
+@functools.cache
+def assistant_voice() -> np.ndarray:
+    """The replies' voice, [T] float32 at 16 kHz: four committed espeak-ng utterances."""
+    import soundfile as sf
+
+    folder = CORPUS.parent / "audio"
+    return np.concatenate([sf.read(folder / f"{name}.wav", dtype="float32")[0]
+                           for name in ASSISTANT_VOICE])
+
+
 class LevelledEcho(EchoEngine):
-    """The echo demo, its replies at ``REPLY_DBFS``; keeps what it sent per turn (24 kHz)."""
+    """The echo demo's timing (a reply as long as the turn, streamed as the demo streams it)
+    in an assistant's voice (:func:`assistant_voice`, from a different place for every turn),
+    at ``REPLY_DBFS``; keeps what it sent per turn (24 kHz).
+
+    Not the talker's own words played back: those carry the talker's room noise, which the
+    corpus loops under every talker, so the reply held the very noise the microphone hears
+    and the echo detector found an echo in a room with none (clean 8 kHz Arabic); and a
+    product's reply is never the person's own recording."""
 
     def __init__(self) -> None:
         super().__init__()
         self.sent: dict[int, list[np.ndarray]] = {}
 
     def respond(self, turn: UserTurn, cancel: threading.Event) -> Iterator[EngineEvent]:
-        pcm = np.asarray(turn.pcm_16k, np.float32)
+        voice = assistant_voice()
+        start = round(turn.turn_id * 1.37 * RATE_HZ) % len(voice)
+        pcm = np.resize(np.roll(voice, -start), len(turn.pcm_16k)).astype(np.float32)
         loud = pcm[np.abs(pcm) > 1e-4]
         if len(loud):
             rms = float(np.sqrt(np.mean(np.square(loud, dtype=np.float64))))
