@@ -11,6 +11,7 @@ BENCHES: dict[str, str] = {
     "ui-frames": "app.ui.bench_frames",
     "voice-loop": "app.cli.bench_voice_loop",
     "turn-taking": "app.cli.bench_turn_taking",
+    "end-of-turn": "app.cli.bench_end_of_turn",
     "engine": "app.cli.bench_engine",
     "codec": "app.cli.bench_codec",
     "bundle": "app.cli.bench_bundle",
