@@ -26,6 +26,10 @@ warm-up guard confirm a barge-in before the verdict. (A silent microphone does n
 echo may simply not have arrived yet.) While the canceller warms up and the microphone turns
 loud, the caller asks for an ``urgent`` look every ``URGENT_EVERY`` samples (20 ms) instead of
 every 0.1 s, so a person talking over the session's first reply is told from the echo sooner.
+Urgent looks that cannot tell keep what the last look found; so does a regular look where the
+microphone is rising and the rise alone (its last 40 ms) correlates under 0.5 with the far end
+at every lag: over the whole window a person's onset and an echo's arrival both correlate at
+0.3-0.5, over the rise's own frames an echo is an echo.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ FAR_ACTIVE_POWER = 10 ** (-55 / 10)  # mean square of an active far end (-55 dBF
 NO_ECHO_VOTES = 2
 OVERTURN_ECHO_VOTES = 20
 OVERTURN_NO_ECHO_VOTES = 2
+RISE_SAMPLES = 640  # a microphone rising over its last 40 ms ...
+RISE_DB = 6.0  # ... this far over the window's median 10 ms power ...
+NO_ECHO_RISE_NCC = 0.5  # ... that correlates under this with the far end at every lag
+RISE_FFT_SIZE = 1 << int(np.ceil(np.log2(RISE_SAMPLES + MAX_LAG)))
 
 
 class EchoDetector:
@@ -103,13 +111,7 @@ class EchoDetector:
         if near_norm**2 / WINDOW < far_power * SILENT_MIC_RATIO:
             return False
         far = self._far.astype(np.float64)  # [MAX_LAG + WINDOW], ending with the mic window
-        spectrum = np.fft.rfft(far, FFT_SIZE) * np.conj(np.fft.rfft(near, FFT_SIZE))
-        corr = np.fft.irfft(spectrum, FFT_SIZE)[:MAX_LAG + 1]  # corr[k] = near · far[k:k+W]
-        energy = np.concatenate([[0.0], np.cumsum(far**2)])
-        far_norms = np.sqrt(np.maximum(energy[WINDOW:] - energy[:MAX_LAG + 1], 0.0))
-        ncc = np.abs(corr) / (near_norm * far_norms + 1e-9)  # [MAX_LAG + 1]
-        best = int(np.argmax(ncc))
-        self.last_ncc = float(ncc[best])
+        best, self.last_ncc = _peak_ncc(near, far, FFT_SIZE)
         if self.last_ncc >= ECHO_NCC:
             if not regular:
                 return None
@@ -121,10 +123,22 @@ class EchoDetector:
         if regular:
             self._peak_lag = None
         no_echo = self.last_ncc < NO_ECHO_NCC
-        # An urgent look that cannot tell (the person's onset over a reply in their own voice
-        # correlates at 0.3-0.5) keeps what the last look found: it may only find a person.
-        self.sound_without_echo = no_echo or (was and not regular)
+        # A look that cannot tell keeps what the last look found if it was urgent (urgent looks
+        # may only find a person). A regular one does too where the microphone is rising and
+        # the rise alone, matched over its own few frames, is no echo either: the window's
+        # energy sits in those frames, so the whole window correlates at 0.3-0.5 for a
+        # person's onset and for an echo's arrival alike (issue 14: the person's first 50-100
+        # ms went to the not yet converged canceller, which swallowed them).
+        keep = was and (not regular or self._rise_is_no_echo(near, far))
+        self.sound_without_echo = no_echo or keep
         return False if no_echo else None
+
+    def _rise_is_no_echo(self, near: np.ndarray, far: np.ndarray) -> bool:
+        if not _rising(near):
+            return False
+        rise = near[-RISE_SAMPLES:]
+        _, ncc = _peak_ncc(rise, far[-(RISE_SAMPLES + MAX_LAG):], RISE_FFT_SIZE)
+        return ncc < NO_ECHO_RISE_NCC
 
     def _vote(self, vote: bool | None) -> None:
         if vote is None:
@@ -143,3 +157,24 @@ class EchoDetector:
             needed = NO_ECHO_VOTES
         if self._run_length >= needed:
             self._verdict = vote
+
+
+def _peak_ncc(near: np.ndarray, far: np.ndarray, fft_size: int) -> tuple[int, float]:
+    """The lag (into ``far``) and value of the largest normalised cross-correlation of
+    ``near`` [W] with ``far`` [MAX_LAG + W] (which ends with ``near``'s last sample)."""
+    width = len(near)
+    spectrum = np.fft.rfft(far, fft_size) * np.conj(np.fft.rfft(near, fft_size))
+    corr = np.fft.irfft(spectrum, fft_size)[:MAX_LAG + 1]  # corr[k] = near · far[k:k+W]
+    energy = np.concatenate([[0.0], np.cumsum(far**2)])
+    far_norms = np.sqrt(np.maximum(energy[width:] - energy[:MAX_LAG + 1], 0.0))
+    ncc = np.abs(corr) / (float(np.linalg.norm(near)) * far_norms + 1e-9)  # [MAX_LAG + 1]
+    best = int(np.argmax(ncc))
+    return best, float(ncc[best])
+
+
+def _rising(near: np.ndarray) -> bool:
+    """The window's ([WINDOW] float64) last ``RISE_SAMPLES`` are ``RISE_DB`` over its median
+    10 ms power: an onset."""
+    powers = np.mean(np.square(near.reshape(-1, 160)), axis=1)  # [25]
+    recent = powers[-RISE_SAMPLES // 160:]
+    return bool(np.mean(recent) > np.median(powers) * 10 ** (RISE_DB / 10))
