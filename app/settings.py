@@ -173,9 +173,12 @@ class VadSettings(_Group):
         500, ge=100, le=5000, description="Silence that ends your turn (without the "
         "end-of-turn model, or when it answers late)."
     )
-    # Off by default until it splits no more sentences than silence alone: on the real-speech
-    # corpus it answered finished turns in 275 ms instead of 569 ms, but cut 26 sentences at
-    # their pauses instead of 11 (BENCHMARKS.md, "Turn-taking on real speech").
+    # Off by default, as pipecat's and OpenAI's semantic turn detection are: on the real-speech
+    # corpus it keeps 7 of 12 thinking pauses inside the turn (silence alone: 1) and splits 5
+    # turns (silence: 11), but answers finished turns hardly sooner (547 / 633 ms against 572 /
+    # 687: it may end a turn early only once the echo canceller could hear the person go on),
+    # starts replies it must take back, and leaves finished German sentences waiting
+    # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26).
     smart_endpoint: bool = Field(
         False, description="Ask the end-of-turn model at each pause whether you have finished: "
         "a finished sentence is answered at once, a thinking pause is waited through."
