@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.cli import bench_turn_taking as bench
+from app.cli import turn_scenarios as scenarios
 from app.cli.turn_corpus import CORPUS, RATE_HZ, load_corpus
 from app.cli.turn_measures import reply_gain_times
 
@@ -90,9 +91,9 @@ def test_gain_times_are_read_off_the_speaker_sample_exactly() -> None:
 
 
 def test_the_quick_bench_runs_every_measure_on_real_speech() -> None:
-    scenarios = bench.build_scenarios(quick=True)
-    figures = bench.run_bench(scenarios, [])
-    assert set(figures["scenarios"]) == {s.name for s in scenarios}
+    quick = scenarios.build_scenarios(quick=True)
+    figures = bench.run_bench(quick, [])
+    assert set(figures["scenarios"]) == {s.name for s in quick}
     overall = figures["overall"]
     assert overall["barge_ins"] == 4 and overall["turn_end_ms"]["median"] is not None
     pauses = figures["scenarios"]["pauses_400ms"]
@@ -128,7 +129,8 @@ def test_the_bench_plays_speech_as_speech_and_the_noise_burst_as_no_speech() -> 
     from app.vad.silero import FRAME_SAMPLES, SileroScorer
 
     scorer, corpus = SileroScorer(), load_corpus()
-    spoken = {u.clip for s in bench.build_scenarios() for u in s.utterances if u.kind != "ignored"}
+    spoken = {u.clip for s in scenarios.build_scenarios() for u in s.utterances
+              if u.kind != "ignored"}
     assert "noise_burst" not in spoken
     for name, clip in corpus.items():
         if not clip.speech:
@@ -138,5 +140,5 @@ def test_the_bench_plays_speech_as_speech_and_the_noise_burst_as_no_speech() -> 
         probability = np.array([scorer.score(clip.pcm[i:i + FRAME_SAMPLES]) for i in frames])
         for index, (start, end) in enumerate(clip.utterances()):
             a, b = int(start * RATE_HZ) // FRAME_SAMPLES, int(end * RATE_HZ) // FRAME_SAMPLES
-            burst = name == "ar_m_numbers" and index == bench.AR_NOISE_BURST_SPAN
+            burst = name == "ar_m_numbers" and index == scenarios.AR_NOISE_BURST_SPAN
             assert (probability[a:b + 1].max() < 0.5) == burst, (name, index)
