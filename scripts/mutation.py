@@ -76,6 +76,10 @@ MODULES: dict[str, Module] = {
     **{name: Module(f"app/conversation/{name}.py", TURN_TESTS)
        for name in ("turns", "turn_state", "barge_in", "end_of_turn")},
     "sound": Module("app/vad/sound.py", ("tests/vad/test_sound.py",)),
+    # What tells a person from the reply's echo before the canceller has converged (issue 14).
+    "echo_detector": Module("app/audio/echo_detector.py",
+                            ("tests/audio/test_echo_detector.py", "tests/audio/test_double_talk.py",
+                             "tests/audio/test_aec.py")),
     # The four 20-reply soak rooms (marked slow, 45 s of the file's 56 s) stay in `make test`;
     # the scenarios left cover every function of the module.
     "echo_control": Module("app/conversation/echo_control.py",

@@ -86,3 +86,176 @@ def test_the_rise_is_matched_over_its_own_frames() -> None:
     assert detector._rise_is_no_echo(person, window_far)
     assert not detector._rise_is_no_echo(echo, window_far)
     assert not detector._rise_is_no_echo(steady, window_far)  # no rise at all
+
+
+# ---- verdicts: one echo vote says "echo", "no echo" needs two after 0.65 s, overturns ------
+
+
+def feed(detector: EchoDetector, near: np.ndarray, far: np.ndarray, block: int = FRAME,
+         urgent: bool | None = None) -> list[tuple[float, bool | None, bool, float | None]]:
+    """(time after the block, echo_heard, sound_without_echo, delay_ms) after every block."""
+    out = []
+    for at in range(0, len(near) - block + 1, block):
+        args = (near[at:at + block], far[at:at + block], block)
+        if urgent is None:
+            detector.add(*args)
+        else:
+            detector.add(*args, urgent=urgent)
+        out.append(((at + block) / RATE, detector.echo_heard, detector.sound_without_echo,
+                    detector.delay_ms))
+    return out
+
+
+def at(log: list, t_s: float) -> tuple:
+    return min(log, key=lambda row: abs(row[0] - t_s))
+
+
+def test_a_fresh_detector_has_heard_nothing() -> None:
+    detector = EchoDetector()
+    assert detector.prior is None and detector.echo_heard is None
+    assert detector.delay_ms is None and detector.last_ncc == 0.0
+    assert detector.sound_without_echo is False
+
+
+def test_an_echo_is_heard_at_the_second_high_peak_at_its_delay() -> None:
+    """Looks every 0.1 s: the first high peak waits, the second at the same lag is an echo
+    vote, and one vote is the verdict; the delay is read off the lag to the sample."""
+    far = noise(1.0, -22, 20)
+    near = delayed(far, 960) * 0.5 + noise(1.0, -60, 21)  # 60 ms, -6 dB
+    log = feed(EchoDetector(), near, far)
+    assert at(log, 0.19)[1] is None and at(log, 0.2)[1] is True
+    assert at(log, 0.2)[3] == 60.0
+
+
+def test_a_quiet_far_end_is_heard_by_correlation_as_well() -> None:
+    far = noise(1.0, -48, 22)  # over the -55 dBFS activity floor
+    near = delayed(far, 480) * 0.5 + noise(1.0, -90, 23)
+    log = feed(EchoDetector(), near, far)
+    assert at(log, 0.2)[1] is True and at(log, 0.2)[3] == 30.0
+    assert at(log, 0.95)[3] == 30.0  # every lag's far window full by now
+
+
+def test_urgent_looks_cast_no_vote() -> None:
+    far = noise(1.0, -22, 24)
+    near = delayed(far, 960) * 0.5 + noise(1.0, -60, 25)
+    log = feed(EchoDetector(), near, far, urgent=True)
+    assert at(log, 0.19)[1] is None and at(log, 0.2)[1] is True
+
+
+def test_no_echo_needs_two_votes_after_an_echo_that_late_could_have_shown() -> None:
+    far = noise(1.5, -22, 26)
+    near = noise(1.5, -50, 27)  # the room, no echo
+    log = feed(EchoDetector(), near, far)
+    assert at(log, 0.6)[1] is None  # 0.6 s of far end: an echo up to 0.4 s late may come
+    assert at(log, 0.7)[1] is False and at(log, 0.7)[2] is True
+
+
+def test_sound_that_correlates_but_not_enough_casts_no_vote() -> None:
+    """An echo under a louder noise correlates at about 0.35: neither echo nor no echo."""
+    far = noise(3.0, -22, 28)
+    near = delayed(far, 960) * 0.5 + noise(3.0, -19.5, 29)
+    detector = EchoDetector()
+    log = feed(detector, near, far)
+    assert all(row[1] is None for row in log)
+    assert 0.25 <= detector.last_ncc < 0.5
+
+
+def test_an_echo_verdict_takes_twenty_no_echo_votes_to_overturn() -> None:
+    """A headset put on: the echo stops; the verdict holds 2 s of no-echo votes."""
+    far = noise(4.0, -22, 30)
+    near = noise(4.0, -50, 31)
+    near[:RATE] += (delayed(far, 960) * 0.5)[:RATE]
+    log = feed(EchoDetector(), near, far)
+    assert at(log, 0.5)[1] is True
+    assert at(log, 1.0 + 1.9)[1] is True and at(log, 1.0 + 2.6)[1] is False
+
+
+def test_a_no_echo_verdict_takes_two_echo_votes_to_overturn() -> None:
+    """Headphones off: after "no echo", one echo vote is not enough, the second is."""
+    far = noise(2.5, -22, 32)
+    near = noise(2.5, -50, 33)
+    near[RATE:] += (delayed(far, 960) * 0.5)[RATE:]
+    log = feed(EchoDetector(), near, far)
+    assert at(log, 0.95)[1] is False
+    first_vote = next(i for i, row in enumerate(log) if row[3] is not None)
+    assert log[first_vote][1] is False  # the first echo vote: still "no echo"
+    second_vote = first_vote + 10  # the next regular look
+    assert log[second_vote - 1][1] is False and log[second_vote][1] is True
+
+
+def test_a_prior_answers_until_the_first_verdict_and_survives_clearing() -> None:
+    detector = EchoDetector()
+    detector.prior = True
+    far = noise(1.5, -22, 34)
+    log = feed(detector, noise(1.5, -50, 35), far)
+    assert at(log, 0.6)[1] is True and at(log, 0.7)[1] is False  # a prior is no verdict
+    detector.clear()
+    assert detector.prior is True and detector.echo_heard is True
+
+
+# ---- when it looks -------------------------------------------------------------------------
+
+
+def test_without_a_far_end_in_the_window_nothing_is_evaluated() -> None:
+    """The far end stopped 0.3 s ago (out of the 0.25 s window): a person now is not 'sound
+    that is no echo' (the echo of the reply's end may still be in the room)."""
+    far = noise(1.5, -22, 36)
+    far[RATE:] = 0.0
+    near = noise(1.5, -50, 37)
+    near[int(1.22 * RATE):] += noise(0.28, -20, 38)
+    log = feed(EchoDetector(), near, far, urgent=True)
+    assert at(log, 0.9)[2] is True  # the room during the reply: no echo
+    assert all(row[2] is False for row in log if 1.26 <= row[0] <= 1.38)
+
+
+def test_a_person_is_found_at_the_next_regular_look_unless_urgent() -> None:
+    far = noise(1.0, -22, 39)
+    near = noise(1.0, -70, 40)  # a silent room: a silent microphone proves nothing
+    start = int(0.52 * RATE)
+    near[start:] += noise(0.48, -30, 41)
+    plain = feed(EchoDetector(), near, far)
+    assert at(plain, 0.56)[2] is False and at(plain, 0.6)[2] is True
+    urgent = feed(EchoDetector(), near, far, urgent=True)
+    assert at(urgent, 0.54)[2] is True
+
+
+def test_urgent_looks_come_every_20_ms_whatever_the_block_size() -> None:
+    far = noise(1.0, -22, 42)
+    near = noise(1.0, -70, 43)
+    start = int(0.52 * RATE)
+    near[start:] += noise(0.48, -30, 44)
+    log = feed(EchoDetector(), near, far, block=80, urgent=True)
+    assert at(log, 0.545)[2] is True
+
+
+def test_a_quiet_microphone_over_a_loud_reply_is_still_looked_at() -> None:
+    """40 dB under the far end is not 'silent' (that is 45 dB): the room is no echo."""
+    far = noise(1.0, -22, 45)
+    log = feed(EchoDetector(), noise(1.0, -62, 46), far)
+    assert at(log, 0.3)[2] is True
+    silent = feed(EchoDetector(), noise(1.0, -70, 47), far)
+    assert at(silent, 0.3)[2] is False
+
+
+# ---- the rise ------------------------------------------------------------------------------
+
+
+def frames_at(levels_db: list[float]) -> np.ndarray:
+    """A [WINDOW] window of 10 ms frames of exact power (constant +-amplitude)."""
+    signs = np.where(np.arange(160) % 2, 1.0, -1.0)
+    frames = [signs * 10 ** (db / 20) for db in levels_db]
+    return np.concatenate(frames)
+
+
+@pytest.mark.parametrize(("last_four_db", "rising"), [
+    ([10, 10, 10, 10], True), ([3, 3, 3, 3], False), ([12, 4, 4, 4], True),
+    ([7, 7, 7, 7], True), ([6.1, 6.1, 6.1, 6.1], True), ([5.8, 5.8, 5.8, 5.8], False)])
+def test_a_rise_is_the_last_40_ms_6_db_over_the_window(last_four_db: list[float],
+                                                        rising: bool) -> None:
+    window = frames_at([-50.0] * 21 + [-50.0 + db for db in last_four_db])
+    assert echo_detector._rising(window) is rising
+
+
+def test_an_older_rise_is_no_rise() -> None:
+    window = frames_at([-50.0] * 17 + [-40.0] * 4 + [-50.0] * 4)
+    assert echo_detector._rising(window) is False
