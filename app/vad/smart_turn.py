@@ -106,7 +106,7 @@ def log_mel_features(pcm_16k: np.ndarray) -> np.ndarray:
 
 def default_threads() -> int:
     """Two onnxruntime threads where there are two cores or more: a decision takes about half
-    the wall time for the same CPU (on this project's 2-core machine 25 instead of 46 ms, `bench
+    the wall time for the same CPU (on this project's 2-core machine 28 instead of 46 ms, `bench
     end-of-turn`), and it runs only at a pause, once."""
     return min(2, os.cpu_count() or 1)
 
