@@ -22,7 +22,7 @@ class TurnParams:
     endpoint_silence_ms: float = 500.0  # ... end here if it has not answered ...
     smart_long_silence_ms: float = 1800.0  # ... and here at the latest when it said "not yet"
     smart_threshold: float = 0.85  # finished at or above: end early (speech going on resumes)
-    smart_unfinished_threshold: float = 0.2  # under: wait up to the long silence
+    smart_unfinished_threshold: float = 0.3  # under: wait up to the long silence
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TurnParams:
