@@ -174,7 +174,7 @@ class VadSettings(_Group):
         "end-of-turn model, or when it answers late)."
     )
     # Off by default, as pipecat's and OpenAI's semantic turn detection are: on the real-speech
-    # corpus it keeps 7 of 12 thinking pauses inside the turn (silence alone: 1) and splits 5
+    # corpus it keeps 8 of 12 thinking pauses inside the turn (silence alone: 1) and splits 4
     # turns (silence: 11), but answers finished turns hardly sooner (547 / 633 ms against 572 /
     # 687: it may end a turn early only once the echo canceller could hear the person go on),
     # starts replies it must take back, and leaves finished German sentences waiting
