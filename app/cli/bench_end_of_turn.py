@@ -68,7 +68,15 @@ def measure(threads: int, decisions: int, pcm: np.ndarray) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import os
+    import sys
 
+    from app.vad.smart_turn import SmartTurnUnavailableError, smart_turn_model_path
+
+    try:
+        smart_turn_model_path()
+    except SmartTurnUnavailableError as exc:  # this machine cannot run it: one line, exit 2
+        print(f"moss-voice bench end-of-turn: {exc}", file=sys.stderr)
+        return 2
     pcm = window()
     rows = [measure(threads, args.decisions, pcm) for threads in (args.threads or [1, 2])]
     print(f"end-of-turn decision cost ({os.cpu_count()} CPUs; ms, median / p90)")

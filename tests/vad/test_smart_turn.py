@@ -47,3 +47,14 @@ def test_a_missing_model_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp
         smart_turn.smart_turn_model_path()
     status = smart_turn.end_of_turn_status()
     assert status["available"] is False and "fixed silence" in str(status["reason"])
+
+
+def test_the_decision_bench_without_the_model_says_how_to_get_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    monkeypatch.setattr(smart_turn, "DATA_DIR", tmp_path)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # no pipecat either
+    assert main(["bench", "end-of-turn", "--decisions", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "make setup" in err and "Traceback" not in err
