@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,10 +45,10 @@ def _stats(values: list[float]) -> dict[str, float]:
             "p90": round(float(np.percentile(values, 90)), 1)}
 
 
-def measure(threads: int, decisions: int, pcm: np.ndarray) -> dict[str, Any]:
+def measure(model_path: Path, threads: int, decisions: int, pcm: np.ndarray) -> dict[str, Any]:
     from app.vad.smart_turn import SmartTurnModel, log_mel_features
 
-    model = SmartTurnModel(threads=threads)
+    model = SmartTurnModel(model_path, threads=threads)
     features_ms, wall_ms, thread_ms, process_ms = [], [], [], []
     for index in range(decisions + 2):
         started = time.thread_time()
@@ -73,12 +74,13 @@ def run(args: argparse.Namespace) -> int:
     from app.vad.smart_turn import SmartTurnUnavailableError, smart_turn_model_path
 
     try:
-        smart_turn_model_path()
+        model_path = smart_turn_model_path()
     except SmartTurnUnavailableError as exc:  # this machine cannot run it: one line, exit 2
         print(f"moss-voice bench end-of-turn: {exc}", file=sys.stderr)
         return 2
     pcm = window()
-    rows = [measure(threads, args.decisions, pcm) for threads in (args.threads or [1, 2])]
+    rows = [measure(model_path, threads, args.decisions, pcm)
+            for threads in (args.threads or [1, 2])]
     print(f"end-of-turn decision cost ({os.cpu_count()} CPUs; ms, median / p90)")
     print("| threads | features CPU | model wall | model, calling thread CPU "
           "| model, all threads CPU |")

@@ -111,9 +111,8 @@ class PipelineTurns:
         if self._endpointer is None:
             return
         self._turn_feed.pump(a.turn_id)
-        heard = (self._turn_feed.audio() if a.speech_end_s is None else
-                 self._turn_feed.audio_until(a.speech_end_s
-                                             + self.settings.vad.smart_tail_ms / 1000))
+        heard = self._turn_feed.audio_until(a.speech_end_s
+                                            + self.settings.vad.smart_tail_ms / 1000)
         last = heard[-8 * 16000:].copy()  # what the model listens to
         self._endpointer.submit(a.turn_id, a.pause, last, self.clock.now())
     # ---- turn actions -> events, engine, player -----------------------------------------

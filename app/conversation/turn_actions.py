@@ -59,7 +59,7 @@ class EndpointQuery:
     turn_id: int
     pause: int  # the pause's number within the turn
     t_s: float
-    speech_end_s: float | None = None  # the end of the last voiced VAD frame before the pause
+    speech_end_s: float  # the end of the last voiced VAD frame before the pause
 
 
 @dataclass(frozen=True)

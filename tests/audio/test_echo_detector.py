@@ -27,11 +27,8 @@ def delayed(x: np.ndarray, samples: int) -> np.ndarray:
 def looks(near: np.ndarray, far: np.ndarray) -> list[tuple[bool, float]]:
     """(sound_without_echo, last_ncc) after every 10 ms up to the regular look at LOOK_S;
     urgent looks every 20 ms, as while the canceller warms up and the microphone is loud."""
-    detector, out = EchoDetector(), []
-    for at in range(0, int(LOOK_S * RATE), FRAME):
-        detector.add(near[at:at + FRAME], far[at:at + FRAME], FRAME, urgent=True)
-        out.append((detector.sound_without_echo, detector.last_ncc))
-    return out
+    end = int(LOOK_S * RATE)
+    return [(row[2], row[4]) for row in feed(EchoDetector(), near[:end], far[:end], urgent=True)]
 
 
 @pytest.mark.parametrize("echo_gain", [2.0, 4.0, 8.0])
@@ -92,8 +89,9 @@ def test_the_rise_is_matched_over_its_own_frames() -> None:
 
 
 def feed(detector: EchoDetector, near: np.ndarray, far: np.ndarray, block: int = FRAME,
-         urgent: bool | None = None) -> list[tuple[float, bool | None, bool, float | None]]:
-    """(time after the block, echo_heard, sound_without_echo, delay_ms) after every block."""
+         urgent: bool | None = None) -> list[tuple[float, bool | None, bool, float | None, float]]:
+    """(time after the block, echo_heard, sound_without_echo, delay_ms, last_ncc) after every
+    block."""
     out = []
     for at in range(0, len(near) - block + 1, block):
         args = (near[at:at + block], far[at:at + block], block)
@@ -102,7 +100,7 @@ def feed(detector: EchoDetector, near: np.ndarray, far: np.ndarray, block: int =
         else:
             detector.add(*args, urgent=urgent)
         out.append(((at + block) / RATE, detector.echo_heard, detector.sound_without_echo,
-                    detector.delay_ms))
+                    detector.delay_ms, detector.last_ncc))
     return out
 
 

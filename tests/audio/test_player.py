@@ -37,6 +37,14 @@ class Speaker:
         return [n.kind for n in self.notices]
 
 
+def steady_reply(player_kwargs: dict | None = None, block: int = BLOCK) -> Speaker:
+    """A speaker with reply 1 begun: one second at a constant 0.8."""
+    speaker = Speaker(player_kwargs, block)
+    speaker.player.begin_reply(1)
+    speaker.player.enqueue(1, np.full(RATE, 0.8, np.float32))
+    return speaker
+
+
 def tone(seconds: float, level: float = 0.5) -> np.ndarray:
     t = np.arange(int(seconds * RATE)) / RATE
     return (level * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
@@ -137,9 +145,7 @@ def test_underrun_is_counted_and_playback_rebuffers() -> None:
 
 
 def test_ducking_lowers_the_level_with_a_ramp_and_restores_it() -> None:
-    speaker = Speaker(player_kwargs={"duck_gain": 0.25})
-    speaker.player.begin_reply(1)
-    speaker.player.enqueue(1, np.full(RATE, 0.8, np.float32))
+    speaker = steady_reply(player_kwargs={"duck_gain": 0.25})
     speaker.run(2)
     speaker.player.set_ducked(True)
     ducked = speaker.run(3)[-BLOCK:]
@@ -285,9 +291,7 @@ def test_the_fade_is_cut_to_what_is_buffered(block: int, left: int) -> None:
 
 
 def test_a_second_flush_during_the_fade_changes_nothing() -> None:
-    speaker = Speaker(block=128)
-    speaker.player.begin_reply(1)
-    speaker.player.enqueue(1, np.full(RATE, 0.8, np.float32))
+    speaker = steady_reply(block=128)
     speaker.run(40)
     speaker.player.flush(now_s=speaker.t_s)
     speaker.run(1)  # the fade (384 samples) is under way
@@ -300,9 +304,7 @@ def test_a_second_flush_during_the_fade_changes_nothing() -> None:
 def test_the_default_fade_lasts_8_ms_whatever_the_callback_size() -> None:
     """384 samples at 48 kHz over callbacks of 300: the second callback takes only the 84
     samples the fade has left, and the fade's gain never rises again."""
-    speaker = Speaker(block=300)
-    speaker.player.begin_reply(1)
-    speaker.player.enqueue(1, np.full(RATE, 0.8, np.float32))
+    speaker = steady_reply(block=300)
     speaker.run(13)  # 3,900 samples: started
     speaker.player.flush(now_s=speaker.t_s)
     fade = speaker.run(3)
@@ -344,9 +346,7 @@ def test_fades_from_under_one_ms_to_10_ms_are_accepted(fade_ms: float) -> None:
 def test_the_default_duck_is_a_quarter_reached_and_left_with_10_ms_ramps() -> None:
     """Gain 1 → 0.25 and back, one 10 ms full-scale ramp (1/480 per sample at 48 kHz), even
     across callbacks of 128 samples."""
-    speaker = Speaker(block=128)
-    speaker.player.begin_reply(1)
-    speaker.player.enqueue(1, np.full(RATE, 0.8, np.float32))
+    speaker = steady_reply(block=128)
     speaker.run(30)
     speaker.player.set_ducked(True)
     down = speaker.run(4)  # 512 samples
@@ -359,18 +359,14 @@ def test_the_default_duck_is_a_quarter_reached_and_left_with_10_ms_ramps() -> No
 
 
 def test_a_zero_ms_duck_ramp_ducks_on_the_next_sample() -> None:
-    speaker = Speaker(player_kwargs={"duck_ramp_ms": 0.0})
-    speaker.player.begin_reply(1)
-    speaker.player.enqueue(1, np.full(RATE, 0.8, np.float32))
+    speaker = steady_reply(player_kwargs={"duck_ramp_ms": 0.0})
     speaker.run(8)
     speaker.player.set_ducked(True)
     assert np.allclose(speaker.run(1), 0.2)
 
 
 def test_a_flush_while_ducked_fades_from_the_ducked_level() -> None:
-    speaker = Speaker()
-    speaker.player.begin_reply(1)
-    speaker.player.enqueue(1, np.full(RATE, 0.8, np.float32))
+    speaker = steady_reply()
     speaker.run(8)
     speaker.player.set_ducked(True)
     speaker.run(2)
