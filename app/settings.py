@@ -199,6 +199,16 @@ class VadSettings(_Group):
         "and answered at once (higher: fewer answers that start at a pause inside a sentence "
         "and stop when you go on; slower answers)."
     )
+    # 400: the session's first turns (the canceller warming up) end 100 ms sooner than by
+    # silence, past the corpus's longest pause inside a sentence; on the real-speech corpus the
+    # median reply after a finished turn went 547 -> 472 ms with no more split turns; 350 and 300
+    # answered sooner (422, 378 ms) but 300 split three sentences at 400 ms pauses in rain and
+    # echo rooms and 350 took one reply back from its own echo (BENCHMARKS.md, 2026-11-26).
+    smart_warmup_silence_ms: int = Field(
+        400, ge=60, le=2000, description="Silence after which a turn the model calls finished "
+        "is answered while the echo canceller is still learning the room (a session's first "
+        "replies): then you going on over an early answer might not be heard."
+    )
     # 0.3: on the real-speech corpus, with the model hearing the words up to the last one
     # (smart_tail_ms 0), finished sentences scored 0.56-0.98 and half sentences 0.03-0.8;
     # 0.2 -> 0.3 kept 8 thinking pauses of 12 instead of 7 and changed no other figure;

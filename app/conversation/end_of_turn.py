@@ -4,9 +4,13 @@ At a pause of ``smart_pause_ms`` the controller asks the end-of-turn model once
 (``EndpointQuery``); the pipeline runs it off the voice loop and hands the verdict back
 (``endpoint_verdict``). Three answers:
 - *finished* (at or above ``smart_threshold``): the turn ends now, early, where a person
-  going on over the reply would be heard (barge-in on, and the echo canceller settled: while
-  AEC3 warms up it swallows speech over a reply, so a split turn would go unnoticed; then
-  silence decides, as without the model). The end can still be
+  going on over the reply would be heard (barge-in on, and the echo canceller settled). While
+  AEC3 warms up (a session's first reply) it swallows speech over a reply, so a person going
+  on after a pause could go unnoticed: the turn then ends at ``smart_warmup_silence_ms`` of
+  silence, past the pauses inside a sentence and still before silence alone would end it;
+  speech over that early reply must last as long as a barge-in to take it back (the first
+  reply's echo through the cold canceller is speech to the VAD for a frame or two); without
+  barge-in silence decides, as without the model. The end can still be
   taken back: the VAD is not restarted, and speech that goes on before the pause reaches
   ``endpoint_silence_ms`` (where silence alone would have ended the turn) *resumes* the same
   turn (``TurnResumed``: the pipeline withdraws the reply, which may have started, and the
@@ -39,11 +43,17 @@ class EndOfTurnPolicy(TurnState):
         or above the threshold) ends the turn now if the pause is still going on."""
         if turn_id == self._user_turn and pause == self._pause and self._paused:
             self._verdict = probability
-            if probability >= self.params.smart_threshold and self._may_end_early():
-                onset = self._onset_s
-                self._end_turn(self._last_voiced_s, now_s, "model")
-                self._closing = Closing(turn_id, onset, pause)
+            if self._finished() and self._echo_settled:
+                self._end_early(now_s)
         return self._flush(now_s)
+
+    def _end_early(self, now_s: float) -> None:
+        """End the turn on the model's verdict; speech going on may still take it back."""
+        assert self._user_turn is not None
+        closing = Closing(self._user_turn, self._onset_s, self._pause,
+                          self._last_voiced_s + self.params.endpoint_silence_ms / 1000)
+        self._end_turn(self._last_voiced_s, now_s, "model")
+        self._closing = closing
 
     def _smart_pause(self, update: VadUpdate, now_s: float) -> bool:
         """Ask the model once per pause; end by silence at the short silence unless the model
@@ -54,15 +64,20 @@ class EndOfTurnPolicy(TurnState):
             self._asked_pause = self._pause
             self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s,
                                                self._last_voiced_s))
+        elif silence >= self.params.smart_warmup_silence_ms and self._finished():
+            self._end_early(now_s)
+            return True
         elif silence >= self.params.endpoint_silence_ms and not self._waits_for_more():
             self._end_turn(self._last_voiced_s, now_s)
             self._restart_vad()
             return True
         return False
 
-    def _may_end_early(self) -> bool:
-        """Someone going on over an early reply would be heard (and resume the turn)."""
-        return self.params.barge_in and self._echo_settled
+    def _finished(self) -> bool:
+        """The model said "finished" for this pause, and someone going on over an early reply
+        would be heard (and resume the turn)."""
+        return (self.params.barge_in and self._verdict is not None
+                and self._verdict >= self.params.smart_threshold)
 
     def _sound_endpoint(self, block: SoundBlock, now_s: float) -> None:
         """The endpoint silence reached between two VAD frames: with no sound in the
@@ -73,12 +88,14 @@ class EndOfTurnPolicy(TurnState):
             self._sound_since_frame = True
             return
         silence_ms = (block.end_s - self._last_voiced_s) * 1000 + 1e-6
-        if (self._user_turn is None or not self._paused or self._sound_since_frame
-                or silence_ms < self.params.endpoint_silence_ms
-                or (self.params.smart and self._waits_for_more())):
+        if self._user_turn is None or not self._paused or self._sound_since_frame:
             return
-        self._end_turn(self._last_voiced_s, now_s)
-        self._restart_vad()
+        if silence_ms >= self.params.smart_warmup_silence_ms and self._finished():
+            self._end_early(now_s)
+        elif (silence_ms >= self.params.endpoint_silence_ms
+              and not (self.params.smart and self._waits_for_more())):
+            self._end_turn(self._last_voiced_s, now_s)
+            self._restart_vad()
 
     def _waits_for_more(self) -> bool:
         """The model said "not finished" with confidence: wait up to the long silence."""
@@ -89,29 +106,46 @@ class EndOfTurnPolicy(TurnState):
 
     def _closing_vad(self, update: VadUpdate, now_s: float, echo_guard: bool) -> bool:
         """A frame while a turn the model ended may still resume; False: not taken here (the
-        turn resumed with it, or the early end stands now), the frame goes on as usual."""
+        turn resumed with it, or the early end stands now), the frame goes on as usual. The
+        window closes where silence alone would have ended the turn, counted from the turn's
+        last word: a burst of the reply's echo heard meanwhile does not keep it open, so a
+        barge-in after it is a barge-in, not the turn going on."""
         closing = self._closing
         assert closing is not None
-        if update.state == VadState.SPEAKING:  # the same utterance goes on
-            playing = self._reply_turn == closing.turn_id
-            if echo_guard and playing:  # maybe the reply's echo: duck until trusted
+        late = self._resume_heard_s is None and update.start_s >= closing.until_s - 1e-9
+        if update.state == VadState.SPEAKING and not late:  # the same utterance goes on
+            if self._maybe_echo(closing, echo_guard):  # duck until trusted or confirmed
                 if self._resume_heard_s is None:
                     self._resume_heard_s = update.start_s
                 self._set_duck(self._reply_audible)
-                return True
+                heard_ms = (update.end_s - self._resume_heard_s) * 1000 + 1e-6
+                if echo_guard or heard_ms < self.params.barge_in_min_speech_ms:
+                    return True
             self._resume(closing, update, now_s)
             return False
         if update.state == VadState.STOPPING:
             if (self._resume_heard_s is not None
                     and update.silence_ms + 1e-6 >= DIP_TOLERANCE_S * 1000):
                 self._resume_not_confirmed(closing, now_s)
-            if update.silence_ms + 1e-6 < self.params.endpoint_silence_ms:
+            if self._resume_heard_s is not None:  # going on, or echo: the dip decides
+                if update.silence_ms + 1e-6 < self.params.endpoint_silence_ms:
+                    return True
+            elif update.end_s < closing.until_s - 1e-9:
                 return True
         self.finish_closing(now_s)
         return False
 
+    def _maybe_echo(self, closing: Closing, echo_guard: bool) -> bool:
+        """Speech heard while the early reply plays may be its echo: under the guard, or
+        while the canceller has not settled (an early end at the warm-up silence), where a
+        burst of the first reply's echo through the cold canceller took the turn back."""
+        if self._reply_turn != closing.turn_id:
+            return False
+        return echo_guard or (self._reply_audible and not self._echo_settled)
+
     def _resume(self, closing: Closing, update: VadUpdate, now_s: float) -> None:
         """Speech went on: the early end is taken back and the turn continues."""
+        resumed_s = update.start_s if self._resume_heard_s is None else self._resume_heard_s
         self._closing, self._resume_heard_s = None, None
         if self._reply_turn == closing.turn_id:
             self._reply_turn, self._reply_audible = None, False
@@ -121,7 +155,7 @@ class EndOfTurnPolicy(TurnState):
         self._pause = max(self._pause, closing.pause)
         self._paused = self._speculating = False
         self._verdict = None
-        self._actions.append(TurnResumed(closing.turn_id, update.start_s, now_s))
+        self._actions.append(TurnResumed(closing.turn_id, resumed_s, now_s))
 
     def _resume_not_confirmed(self, closing: Closing, now_s: float) -> None:
         """What went on under the guard stopped: it was echo (or a cough); the reply stays."""

@@ -48,7 +48,7 @@ class TurnResumed:
     turn continues (same id, its audio whole); withdraw the reply to it, if any."""
 
     turn_id: int
-    resumed_s: float  # the speech that goes on began in the frame starting here
+    resumed_s: float  # the speech that goes on began in the frame starting here (heard first)
     t_s: float
 
 

@@ -22,6 +22,7 @@ class TurnParams:
     endpoint_silence_ms: float = 500.0  # ... end here if it has not answered ...
     smart_long_silence_ms: float = 1800.0  # ... and here at the latest when it said "not yet"
     smart_threshold: float = 0.85  # finished at or above: end early (speech going on resumes)
+    smart_warmup_silence_ms: float = 400.0  # ... at this silence while the canceller warms up
     smart_unfinished_threshold: float = 0.3  # under: wait up to the long silence
 
     @classmethod
@@ -39,6 +40,9 @@ class TurnParams:
                    smart_long_silence_ms=max(vad.smart_long_silence_ms,
                                              vad.endpoint_silence_ms),
                    smart_threshold=vad.smart_threshold,
+                   smart_warmup_silence_ms=min(max(vad.smart_warmup_silence_ms,
+                                                   vad.smart_pause_ms),
+                                               vad.endpoint_silence_ms),
                    smart_unfinished_threshold=min(vad.smart_unfinished_threshold,
                                                   vad.smart_threshold))
 

@@ -38,6 +38,7 @@ class Closing:
     turn_id: int
     onset_s: float
     pause: int
+    until_s: float  # speech that goes on must begin before this (the silence endpoint)
 
 
 class TurnState:

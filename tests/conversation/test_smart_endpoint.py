@@ -110,19 +110,113 @@ def test_an_unsure_model_leaves_the_end_to_the_endpoint_silence() -> None:
     assert ended.endpoint_s - ended.user_end_s == pytest.approx(0.5, abs=FRAME_S)
 
 
-@pytest.mark.parametrize("why", ["canceller_warming_up", "no_barge_in"])
-def test_no_early_end_where_a_person_going_on_would_not_be_heard(why: str) -> None:
-    """An early reply in an echo room, before the canceller has converged: AEC3 swallowed the
-    person going on after a 400 ms pause, and the sentence was split. Without barge-in
-    (half-duplex) nobody would hear them at all. There the end waits for the silence."""
-    s = smart(barge_in=why != "no_barge_in")
-    s.settled = why != "canceller_warming_up"
-    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97)
-    assert not s.of(t.TurnEnded)
-    s.frames(QUIET, 10)
+def test_without_barge_in_a_finished_turn_waits_for_the_silence() -> None:
+    """Half-duplex: nobody would hear a person going on over an early reply."""
+    s = smart(barge_in=False).frames(SPEECH, 20).frames(QUIET, 6)
+    s.call("endpoint_verdict", 1, 1, 0.97).frames(QUIET, 6)
+    assert not s.of(t.TurnEnded)  # 384 ms of silence
+    s.frames(QUIET, 4)
     [ended] = s.of(t.TurnEnded)
     assert ended.decided_by == "silence" and ended.model_probability == pytest.approx(0.97)
     assert ended.endpoint_s - ended.user_end_s == pytest.approx(0.5, abs=FRAME_S)
+
+
+def test_while_the_canceller_warms_up_a_finished_turn_ends_at_the_warm_up_silence() -> None:
+    """An early reply in an echo room, before the canceller has converged: AEC3 swallowed the
+    person going on after a 400 ms pause at 190 ms, and the sentence was split. Waiting for the
+    whole endpoint silence made every session's first answer 200 ms slower than the rest: the
+    turn ends at the warm-up silence instead, past most pauses inside a sentence."""
+    s = smart(smart_warmup_silence_ms=300.0)
+    s.settled = False
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97)
+    assert not s.of(t.TurnEnded)
+    s.frames(QUIET, 3)
+    assert not s.of(t.TurnEnded)  # 288 ms
+    s.frames(QUIET, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "model" and ended.model_probability == pytest.approx(0.97)
+    assert ended.endpoint_s - ended.user_end_s == pytest.approx(0.3, abs=FRAME_S)
+    assert not ended.final
+    s.guard = True  # the person goes on at 416 ms: under the guard the reply is ducked ...
+    s.call("reply_audible", 1).frames(SPEECH, 4)
+    assert s.of(t.DuckSet) and not s.of(t.TurnResumed)
+    s.guard = False  # ... and once the person is trusted, the turn goes on whole
+    s.frames(SPEECH, 1)
+    [resumed] = s.of(t.TurnResumed)
+    assert resumed.turn_id == 1 and s.controller.user_turn_id == 1
+
+
+def test_the_warm_up_silence_is_kept_to_the_sound_block_between_frames() -> None:
+    s = smart(smart_warmup_silence_ms=300.0)
+    s.settled = False
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97)
+    s.blocks(False, 10)  # 290 ms after the last voiced frame
+    assert not s.of(t.TurnEnded)
+    s.blocks(False, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "model"
+    assert ended.endpoint_s - ended.user_end_s == pytest.approx(0.3)
+
+
+def test_while_the_canceller_warms_up_speech_over_an_early_reply_must_last_to_resume() -> None:
+    """The first reply's echo through the cold canceller scored one frame at 0.58 and took
+    the turn back (the reply withdrawn, the barge-in after it missed). Outside the guard it
+    now ducks the reply and resumes the turn once it has lasted as long as a barge-in must."""
+    s = smart(smart_warmup_silence_ms=300.0)
+    s.settled = False
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97)
+    s.frames(QUIET, 4).call("reply_audible", 1)
+    s.frames(SPEECH, 1).frames(QUIET, 5)  # a burst: ducked, then given back after the dip
+    assert not s.of(t.TurnResumed)
+    assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
+    [false] = s.of(t.FalseInterruption)
+    assert false.onset_s == pytest.approx(30 * FRAME_S)
+    s = smart(smart_warmup_silence_ms=300.0)
+    s.settled = False
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97)
+    s.frames(QUIET, 4).call("reply_audible", 1).frames(SPEECH, 2)
+    assert not s.of(t.TurnResumed)  # 64 ms
+    s.frames(SPEECH, 1)
+    [resumed] = s.of(t.TurnResumed)  # 96 ms: the person goes on
+    assert resumed.resumed_s == pytest.approx(30 * FRAME_S)
+
+
+def test_echo_heard_after_an_early_end_does_not_keep_the_turn_open() -> None:
+    """In a reverberant room the reply's echo, ducked and given back, kept the pause short in
+    the VAD's eyes, and a barge-in 0.9 s after the turn's last word resumed the turn. Speech
+    resumes a turn only if it begins where silence alone would still have waited."""
+    s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.call("reply_audible", 1)
+    s.guard = True
+    s.frames(SPEECH, 1).frames(QUIET, 3)  # echo at 26 frames, 192 ms after the last word
+    s.guard = False
+    s.frames(QUIET, 6).frames(SPEECH, 12)  # speech at frame 36: 288 ms after the echo,
+    assert not s.of(t.TurnResumed)  # 512 ms after the last word: past the 500 ms silence
+    assert s.of(t.TurnStarted)[-1].turn_id == 2
+
+
+def test_a_verdict_after_the_warm_up_silence_ends_the_turn_at_the_next_frame() -> None:
+    s = smart(smart_warmup_silence_ms=200.0)
+    s.settled = False
+    s.frames(SPEECH, 20).frames(QUIET, 8)  # 256 ms: asked at 128, not answered yet
+    s.call("endpoint_verdict", 1, 1, 0.9)
+    assert not s.of(t.TurnEnded)  # not ended from the verdict: the canceller is warming up
+    s.frames(QUIET, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "model" and ended.endpoint_s == pytest.approx(29 * FRAME_S)
+
+
+@pytest.mark.parametrize("probability", [0.84, 0.5])
+def test_while_the_canceller_warms_up_an_unsure_verdict_leaves_it_to_silence(
+        probability: float) -> None:
+    s = smart(smart_warmup_silence_ms=300.0)
+    s.settled = False
+    s.frames(SPEECH, 20).frames(QUIET, 4).call("endpoint_verdict", 1, 1, probability)
+    s.frames(QUIET, 11)
+    assert not s.of(t.TurnEnded)  # 480 ms
+    s.frames(QUIET, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "silence"
 
 
 def test_a_model_that_has_not_answered_by_the_short_silence_leaves_it_to_silence() -> None:
