@@ -112,8 +112,7 @@ class EndOfTurnPolicy(TurnState):
         barge-in after it is a barge-in, not the turn going on."""
         closing = self._closing
         assert closing is not None
-        late = self._resume_heard_s is None and update.start_s >= closing.until_s - 1e-9
-        if update.state == VadState.SPEAKING and not late:  # the same utterance goes on
+        if update.state == VadState.SPEAKING:  # the same utterance goes on
             if self._maybe_echo(closing, echo_guard):  # duck until trusted or confirmed
                 if self._resume_heard_s is None:
                     self._resume_heard_s = update.start_s

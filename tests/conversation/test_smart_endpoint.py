@@ -195,6 +195,23 @@ def test_echo_heard_after_an_early_end_does_not_keep_the_turn_open() -> None:
     assert s.of(t.TurnStarted)[-1].turn_id == 2
 
 
+def test_noise_the_vad_calls_no_speech_does_not_hold_off_the_warm_up_end() -> None:
+    """The sound gate hears rain between the frames: the 10 ms end waits for a quiet block,
+    the frame that reaches the warm-up silence ends the turn."""
+    s = smart(smart_warmup_silence_ms=300.0, speculative_start=True)
+    s.settled = False
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97)
+    s.sound = True
+    s.frames(QUIET, 3)
+    assert not s.of(t.TurnEnded)
+    s.frames(QUIET, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "model" and ended.endpoint_s == pytest.approx(s.now)
+    s.frames(QUIET, 1)
+    assert len(s.of(t.TurnEnded)) == 1
+    assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]  # once, before the end
+
+
 def test_a_verdict_after_the_warm_up_silence_ends_the_turn_at_the_next_frame() -> None:
     s = smart(smart_warmup_silence_ms=200.0)
     s.settled = False
