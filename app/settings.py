@@ -175,9 +175,9 @@ class VadSettings(_Group):
     )
     # Off by default, as pipecat's and OpenAI's semantic turn detection are: on the real-speech
     # corpus it keeps 8 of 12 thinking pauses inside the turn (silence alone: 1) and splits 4
-    # turns (silence: 11), but answers finished turns hardly sooner (547 / 633 ms against 572 /
-    # 687: it may end a turn early only once the echo canceller could hear the person go on),
-    # starts replies it must take back, and leaves finished German sentences waiting
+    # turns (silence: 11), answers finished turns sooner (472 / 633 ms against 572 / 687; a
+    # session's first turns wait smart_warmup_silence_ms), but starts replies it must take back
+    # (8 in the dialogues), and leaves finished German sentences waiting
     # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26).
     smart_endpoint: bool = Field(
         False, description="Ask the end-of-turn model at each pause whether you have finished: "
