@@ -102,13 +102,16 @@ class EndpointDecision:
     long silence after "not yet"), the end-of-turn ``model`` (finished), the turn ``cap``, or
     the push-to-talk ``release``; the silence waited; the model's probability for the last
     pause and the CPU time of that decision, when it was asked; how many earlier early ends
-    of this turn were taken back because the person went on speaking."""
+    of this turn were taken back because the person went on speaking; whether the model's
+    "finished" waited for ``vad.smart_warmup_silence_ms`` (the echo canceller warming up)."""
 
     by: str
     silence_ms: float
     probability: float | None = None
     model_ms: float | None = None
     resumed: int = 0  # early ends by the model taken back because the person went on
+    # "finished" at the warm-up silence: the echo canceller was still learning the room
+    waited_for_canceller: bool = False
 
 
 @dataclass(frozen=True)

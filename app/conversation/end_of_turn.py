@@ -44,15 +44,16 @@ class EndOfTurnPolicy(TurnState):
         if turn_id == self._user_turn and pause == self._pause and self._paused:
             self._verdict = probability
             if self._finished() and self._echo_settled:
-                self._end_early(now_s)
+                self._end_early(now_s, False)
         return self._flush(now_s)
 
-    def _end_early(self, now_s: float) -> None:
-        """End the turn on the model's verdict; speech going on may still take it back."""
+    def _end_early(self, now_s: float, waited: bool = True) -> None:
+        """End the turn on the model's verdict; speech going on may still take it back.
+        ``waited``: at the warm-up silence, not at the verdict."""
         assert self._user_turn is not None
         closing = Closing(self._user_turn, self._onset_s, self._pause,
                           self._last_voiced_s + self.params.endpoint_silence_ms / 1000)
-        self._end_turn(self._last_voiced_s, now_s, "model")
+        self._end_turn(self._last_voiced_s, now_s, "model", waited)
         self._closing = closing
 
     def _smart_pause(self, update: VadUpdate, now_s: float) -> bool:

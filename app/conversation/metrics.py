@@ -62,11 +62,12 @@ class TurnMetrics:
         self._pending[turn_id] = _Pending(onset_s, audio_from_s)
 
     def ended(self, turn_id: int, user_end_s: float, endpoint_s: float, by: str = "silence",
-              probability: float | None = None) -> None:
+              probability: float | None = None, waited_for_canceller: bool = False) -> None:
         if pending := self._pending.get(turn_id):
             pending.user_end_s, pending.endpoint_s = user_end_s, endpoint_s
             pending.decision = EndpointDecision(by, round((endpoint_s - user_end_s) * 1000, 3),
-                                                probability, pending.model_ms, pending.resumed)
+                                                probability, pending.model_ms, pending.resumed,
+                                                waited_for_canceller)
 
     def resumed(self, turn_id: int) -> tuple[float, float]:
         """The turn goes on after an early end: what its end and reply set is forgotten;

@@ -134,7 +134,7 @@ class PipelineTurns:
     def _on_turn_ended(self, a: t.TurnEnded) -> None:
         self._turn_feed.pump(a.turn_id)
         self.metrics.ended(a.turn_id, a.user_end_s, a.endpoint_s, a.decided_by,
-                           a.model_probability)
+                           a.model_probability, a.waited_for_canceller)
         self._emit(ev.UserTurnEnded(a.turn_id, self._rel(a.endpoint_s), a.user_end_s - a.onset_s))
         spec, self._speculative_seq = self._speculative_seq, None
         route = self._routes.get(spec) if spec is not None else None

@@ -34,6 +34,9 @@ class TurnEnded:
     endpoint_s: float  # when the decision was made
     decided_by: Literal["silence", "model", "cap", "release"] = "silence"
     model_probability: float | None = None  # the end-of-turn model's verdict on this pause
+    # the model's "finished" waited for ``smart_warmup_silence_ms``: the echo canceller was
+    # still learning the room
+    waited_for_canceller: bool = False
 
     @property
     def final(self) -> bool:

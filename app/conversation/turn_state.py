@@ -123,10 +123,11 @@ class TurnState:
         self._actions.append(TurnStarted(turn_id, onset_s, audio_from_s))
 
     def _end_turn(self, user_end_s: float, endpoint_s: float,
-                  by: Literal["silence", "model", "cap", "release"] = "silence") -> None:
+                  by: Literal["silence", "model", "cap", "release"] = "silence",
+                  waited_for_canceller: bool = False) -> None:
         assert self._user_turn is not None
         self._actions.append(TurnEnded(self._user_turn, self._onset_s, user_end_s, endpoint_s,
-                                       by, self._verdict))
+                                       by, self._verdict, waited_for_canceller))
         self._reply_turn, self._reply_audible = self._user_turn, False
         self._user_turn = None
         self._paused = self._speculating = False

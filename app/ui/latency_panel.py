@@ -79,6 +79,8 @@ def endpoint_text(record: TurnRecord) -> str:
         return "End of turn: –"
     by = {"model": ": the end-of-turn model said finished", "cap": ": the turn was too long",
           "release": ": you released the key"}.get(decision.by, "")
+    if decision.waited_for_canceller:
+        by += ", held while the echo canceller learns the room"
     text = f"End of turn after {decision.silence_ms:.0f} ms of silence{by}"
     if decision.probability is not None:
         verdict = "finished" if decision.by == "model" else "not finished"

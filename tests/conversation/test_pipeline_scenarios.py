@@ -374,7 +374,7 @@ class BrokenModel:
 
 
 # With the end-of-turn model, on a headset: early replies from the first turn on (on speakers
-# they wait until the echo canceller has settled: test_smart_endpoint.py).
+# a session's first turns wait the warm-up silence: test_smart_endpoint.py).
 SMART_HEADSET = Settings().with_values({"vad.smart_endpoint": True, "echo.mode": "headset"})
 
 
@@ -394,9 +394,25 @@ def test_the_end_of_turn_model_answers_a_finished_sentence_and_waits_through_a_p
     first, second = result.records
     assert first.endpoint_decision is not None and first.endpoint_decision.by == "model"
     assert first.endpoint_decision.probability >= 0.85
+    assert not first.endpoint_decision.waited_for_canceller  # a headset: nothing to learn
     assert first.first_audible_s - (0.5 + end) < 0.4  # the true end of speech → reply heard
     assert second.user_onset_s < second_at + 0.5 and second.user_end_s > second_at + 3.3
     assert len(of(result, UserSpeechStarted)) == 2  # the pause did not end the turn
+
+
+def test_on_speakers_the_sessions_first_answer_waits_the_warm_up_silence_and_says_so() -> None:
+    """Echo cancellation on (the default): before the first reply the canceller has nothing
+    learnt, so the model's "finished" is held to the warm-up silence; the report says so."""
+    from app.cli.turn_corpus import load_corpus
+
+    clip = load_corpus()["en_f_slt_a0009"]
+    end = clip.speech[-1][1]
+    pcm = track([(0.5, clip.pcm)], 0.5 + end + 3.0)
+    settings = Settings().with_values({"vad.smart_endpoint": True, "echo.mode": "automatic"})
+    [first] = converse(pcm, settings).records
+    decision = first.endpoint_decision
+    assert decision is not None and decision.by == "model" and decision.waited_for_canceller
+    assert decision.silence_ms >= settings.vad.smart_warmup_silence_ms
 
 
 def test_a_broken_end_of_turn_model_leaves_the_end_of_turn_to_silence() -> None:

@@ -37,6 +37,7 @@ def test_the_model_is_asked_once_per_pause_and_a_finished_turn_ends_at_its_verdi
     s.call("endpoint_verdict", 1, 1, 0.93)
     [ended] = s.of(t.TurnEnded)
     assert ended.decided_by == "model" and ended.model_probability == pytest.approx(0.93)
+    assert ended.waited_for_canceller is False  # settled: at the verdict
     assert ended.user_end_s == pytest.approx(20 * FRAME_S)
     assert ended.endpoint_s == pytest.approx(26 * FRAME_S)  # 192 ms after the speech
     assert not ended.final  # speech that goes on may still take it back
@@ -119,6 +120,7 @@ def test_without_barge_in_a_finished_turn_waits_for_the_silence() -> None:
     [ended] = s.of(t.TurnEnded)
     assert ended.decided_by == "silence" and ended.model_probability == pytest.approx(0.97)
     assert ended.endpoint_s - ended.user_end_s == pytest.approx(0.5, abs=FRAME_S)
+    assert not ended.waited_for_canceller
 
 
 def test_while_the_canceller_warms_up_a_finished_turn_ends_at_the_warm_up_silence() -> None:
@@ -136,7 +138,7 @@ def test_while_the_canceller_warms_up_a_finished_turn_ends_at_the_warm_up_silenc
     [ended] = s.of(t.TurnEnded)
     assert ended.decided_by == "model" and ended.model_probability == pytest.approx(0.97)
     assert ended.endpoint_s - ended.user_end_s == pytest.approx(0.3, abs=FRAME_S)
-    assert not ended.final
+    assert not ended.final and ended.waited_for_canceller
     s.guard = True  # the person goes on at 416 ms: under the guard the reply is ducked ...
     s.call("reply_audible", 1).frames(SPEECH, 4)
     assert s.of(t.DuckSet) and not s.of(t.TurnResumed)

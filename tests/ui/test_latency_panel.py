@@ -102,6 +102,11 @@ def test_the_endpoint_decision_is_its_own_stage(qtbot: QtBot) -> None:
     panel.add_record(replace(record(1), endpoint_decision=by_model))
     text = panel.endpoint_label.text()
     assert "182 ms of silence" in text and "finished" in text and "0.93" in text
+    held = EndpointDecision("model", 412.0, 0.97, 30.0, waited_for_canceller=True)
+    panel.add_record(replace(record(4), endpoint_decision=held))
+    assert panel.endpoint_label.text() == (
+        "End of turn after 412 ms of silence: the end-of-turn model said finished, held while "
+        "the echo canceller learns the room (model: finished, p = 0.97, 30 ms)")
     late = EndpointDecision("silence", 1830.0, 0.12, 39.0)
     panel.add_record(replace(record(2), endpoint_decision=late))
     assert "not finished, p = 0.12" in panel.endpoint_label.text()
