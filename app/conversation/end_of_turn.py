@@ -40,7 +40,8 @@ class EndOfTurnPolicy(TurnState):
     def endpoint_verdict(self, turn_id: int, pause: int, probability: float,
                          now_s: float) -> list[Action]:
         """The end-of-turn model's answer to ``EndpointQuery(turn_id, pause)``: finished (at
-        or above the threshold) ends the turn now if the pause is still going on."""
+        or above the threshold) ends the turn now if the pause is still going on and the
+        canceller has settled (otherwise at the warm-up silence, see ``_smart_pause``)."""
         if turn_id == self._user_turn and pause == self._pause and self._paused:
             self._verdict = probability
             if self._finished() and self._echo_settled:
