@@ -110,8 +110,7 @@ class EndpointDecision:
     probability: float | None = None
     model_ms: float | None = None
     resumed: int = 0  # early ends by the model taken back because the person went on
-    # "finished" at the warm-up silence: the echo canceller was still learning the room
-    waited_for_canceller: bool = False
+    waited_for_canceller: bool = False  # "finished" held to the warm-up silence
 
 
 @dataclass(frozen=True)
