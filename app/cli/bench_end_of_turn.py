@@ -33,11 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def window() -> np.ndarray:
     """8 s of real speech, [128000] float32 at 16 kHz."""
     from app.cli.turn_corpus import load_corpus
+    from app.vad.smart_turn import WINDOW_SAMPLES
 
     corpus = load_corpus()
     speech = np.concatenate([corpus[name].pcm for name in
                              ("en_f_slt_a0009", "de_m_was_der_mensch", "en_m_a0001")])
-    return speech[-8 * 16000:]
+    return speech[-WINDOW_SAMPLES:]
 
 
 def _stats(values: list[float]) -> dict[str, float]:

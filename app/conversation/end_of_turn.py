@@ -66,10 +66,18 @@ class EndOfTurnPolicy(TurnState):
             self._asked_pause = self._pause
             self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s,
                                                self._last_voiced_s))
-        elif silence >= self.params.smart_warmup_silence_ms and self._finished():
+            return False
+        return self._end_if_due(silence, now_s)
+
+    def _end_if_due(self, silence_ms: float, now_s: float) -> bool:
+        """Ends the paused turn if ``silence_ms`` (tolerance added) calls for it, at a frame or
+        a sound block: early at the warm-up silence on the model's "finished", else at the
+        endpoint silence unless the model said "not yet" (True: the turn ended)."""
+        if silence_ms >= self.params.smart_warmup_silence_ms and self._finished():
             self._end_early(now_s)
             return True
-        elif silence >= self.params.endpoint_silence_ms and not self._waits_for_more():
+        if (silence_ms >= self.params.endpoint_silence_ms
+                and not (self.params.smart and self._waits_for_more())):
             self._end_turn(self._last_voiced_s, now_s)
             self._restart_vad()
             return True
@@ -92,12 +100,7 @@ class EndOfTurnPolicy(TurnState):
         silence_ms = (block.end_s - self._last_voiced_s) * 1000 + 1e-6
         if self._user_turn is None or not self._paused or self._sound_since_frame:
             return
-        if silence_ms >= self.params.smart_warmup_silence_ms and self._finished():
-            self._end_early(now_s)
-        elif (silence_ms >= self.params.endpoint_silence_ms
-              and not (self.params.smart and self._waits_for_more())):
-            self._end_turn(self._last_voiced_s, now_s)
-            self._restart_vad()
+        self._end_if_due(silence_ms, now_s)
 
     def _waits_for_more(self) -> bool:
         """The model said "not finished" with confidence: wait up to the long silence."""

@@ -29,6 +29,7 @@ from app.conversation.metrics import TurnMetrics
 from app.conversation.replies import DEFAULT_REPLY_RATE_HZ, ReplyRoutes
 from app.engine.base import UserTurn
 from app.settings import Settings
+from app.vad.smart_turn import WINDOW_SAMPLES as SMART_TURN_WINDOW_SAMPLES
 
 if TYPE_CHECKING:
     from app.conversation.replies import Route
@@ -112,9 +113,9 @@ class PipelineTurns:
             return
         self._turn_feed.pump(a.turn_id)
         heard = self._turn_feed.audio_until(a.speech_end_s
-                                            + self.settings.vad.smart_tail_ms / 1000)
-        last = heard[-8 * 16000:].copy()  # what the model listens to
-        self._endpointer.submit(a.turn_id, a.pause, last, self.clock.now())
+                                            + self.settings.vad.smart_tail_ms / 1000,
+                                            SMART_TURN_WINDOW_SAMPLES)  # what the model hears
+        self._endpointer.submit(a.turn_id, a.pause, heard, self.clock.now())
     # ---- turn actions -> events, engine, player -----------------------------------------
 
     def _run(self, actions: list[t.Action]) -> None:

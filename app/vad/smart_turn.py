@@ -21,6 +21,7 @@ import numpy as np
 
 RATE_HZ = 16000
 WINDOW_S = 8
+WINDOW_SAMPLES = RATE_HZ * WINDOW_S  # what the model hears of a turn: its last 8 s
 N_FFT = 400
 HOP = 160
 N_MELS = 80
@@ -91,7 +92,7 @@ def log_mel_features(pcm_16k: np.ndarray) -> np.ndarray:
     normalised to zero mean and unit variance, 25 ms Hann frames every 10 ms (centred, reflect
     padded), power spectrum onto 80 mel bands, log10 floored 8 decades under the peak,
     (x + 4) / 4."""
-    length = RATE_HZ * WINDOW_S
+    length = WINDOW_SAMPLES
     x = np.asarray(pcm_16k, np.float32)[-length:]
     x = np.concatenate([np.zeros(length - len(x), np.float32), x]).astype(np.float64)
     x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)

@@ -214,6 +214,14 @@ def test_noise_the_vad_calls_no_speech_does_not_hold_off_the_warm_up_end() -> No
     assert [a.turn_id for a in s.of(t.SpeculationStarted)] == [1]  # once, before the end
 
 
+def test_the_speculative_start_is_not_held_back_by_asking_the_model() -> None:
+    s = smart(speculative_start=True, speculative_pause_ms=120.0)
+    s.frames(SPEECH, 20).frames(QUIET, 4)
+    asked = [frame for frame, a in s.log if isinstance(a, t.EndpointQuery)]
+    started = [frame for frame, a in s.log if isinstance(a, t.SpeculationStarted)]
+    assert asked == started == [24]
+
+
 def test_a_verdict_after_the_warm_up_silence_ends_the_turn_at_the_next_frame() -> None:
     s = smart(smart_warmup_silence_ms=200.0)
     s.settled = False
