@@ -19,11 +19,9 @@ from app.cli.options import (
     Number,
     OutputFile,
     PushToTalk,
-    SettingOverride,
-    SettingValue,
     milliseconds,
-    settings_error_text,
 )
+from app.cli.setting_options import SettingOverride, SettingValue, settings_error_text
 from app.settings import Settings
 
 SPEAKER = "Simulated speaker"

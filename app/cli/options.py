@@ -1,6 +1,7 @@
 """Command-line values, checked before any work starts: one mechanism for every command.
 
-Every option that takes a value has argparse ``choices`` or a ``type=`` from this module: the
+Every option that takes a value has argparse ``choices`` or a ``type=`` from this module (for
+settings, :mod:`app.cli.setting_options`, on the same ``Validator``): the
 value is parsed and checked while the command line is read, so a bad value stops the program at
 once with exit status 2 and one line naming the option, the value and what is allowed
 (:class:`OneLineParser`). Checks that need the machine or several options together (a CUDA
@@ -35,14 +36,14 @@ class InputError(ValueError):
 
     def __init__(self, option: str, value: object, allowed: str) -> None:
         self.option, self.value, self.allowed = option, value, allowed
-        shown = "" if value is MISSING else f"{_shown(value)} is not allowed: "
+        shown = "" if value is MISSING else f"{quoted(value)} is not allowed: "
         super().__init__(f"argument {option}: {shown}{allowed}")
 
 
 MISSING = object()  # InputError's value for an option that is needed but was not given
 
 
-def _shown(value: object) -> str:
+def quoted(value: object) -> str:
     return repr(str(value)) if not isinstance(value, str) else repr(value)
 
 
@@ -55,7 +56,7 @@ class Validator:
         raise NotImplementedError
 
     def refuse(self, text: str, problem: str = "is not allowed") -> argparse.ArgumentTypeError:
-        return argparse.ArgumentTypeError(f"{_shown(text)} {problem}: {self.allowed}")
+        return argparse.ArgumentTypeError(f"{quoted(text)} {problem}: {self.allowed}")
 
     def bad_examples(self) -> list[str]:
         """Values this validator must refuse (the CLI validation test feeds each one)."""
@@ -342,77 +343,3 @@ class EchoRoom(Validator):
 
     def bad_examples(self) -> list[str]:
         return ["", "60", "x:y", "-5:-6", "60:nan", "inf:0", "60:-100"]
-
-
-class SettingOverride(Validator):
-    """``GROUP.KEY=VALUE`` naming a real setting with a value it accepts on its own."""
-
-    allowed = "GROUP.KEY=VALUE naming a setting, e.g. vad.endpoint_silence_ms=700"
-
-    def __call__(self, text: str) -> tuple[str, object]:
-        from app.settings import Settings
-
-        key, sep, value_text = text.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise self.refuse(text)
-        value = parse_setting_value(value_text.strip())
-        try:
-            Settings().with_value(key, value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{_shown(text)} is not allowed: "
-                                             f"{settings_error_text(exc)}") from None
-        return key, value
-
-    def bad_examples(self) -> list[str]:
-        return ["", "nonsense", "=3", "vad.threshold=2", "vad.nope=1", "nope.x=1",
-                "vad.endpoint_silence_ms=nan", "turn.mode=shouting"]
-
-
-class SettingValue(Validator):
-    """The value of one setting given by its own option (e.g. ``--remote-url``): not empty, and
-    accepted by the settings model."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.allowed = f"a value {key} accepts"
-
-    def __call__(self, text: str) -> str:
-        from app.settings import Settings
-
-        if not text.strip():
-            raise self.refuse(text, "is empty")
-        try:
-            Settings().with_value(self.key, text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{_shown(text)} is not allowed: "
-                                             f"{settings_error_text(exc)}") from None
-        return text
-
-    def bad_examples(self) -> list[str]:
-        return ["", " "] + (["ftp://x", "http://", "localhost:8000", "http://h:99999"]
-                            if self.key == "engine.remote_url" else [])
-
-
-def parse_setting_value(text: str) -> object:
-    """``--set`` values: JSON literals (500, 0.6, true, null, "x"), else the plain text."""
-    import json
-
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def settings_error_text(exc: ValueError) -> str:
-    """A settings validation error as one line: ``key: what is allowed (got value)``."""
-    from pydantic import ValidationError
-
-    if not isinstance(exc, ValidationError):
-        return " ".join(str(exc).split())
-    parts = []
-    for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"])
-        message = error["msg"][:1].lower() + error["msg"][1:]
-        parts.append(f"{key}: {message} (got {error.get('input')!r})")
-    return "; ".join(parts)
