@@ -1,7 +1,8 @@
 """The event vocabulary between the voice loop, metrics and the UI.
 
 Events are past-tense facts flowing one way (pipeline → metrics and UI); commands are
-imperatives flowing from the UI to the pipeline's single inlet. No Qt, no torch. Control events
+imperatives flowing from the UI to the pipeline's single inlet (:mod:`app.commands`,
+re-exported here). No Qt, no torch. Control events
 (barge-in, stop, errors) are never dropped; data (waveforms) travels in ring buffers, not here.
 """
 
@@ -15,8 +16,26 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+# The UI → pipeline commands live in app.commands; re-exported so that both sides share one
+# vocabulary (ev.StopReply as well as ev.StateChanged).
+from app.commands import (  # noqa: F401
+    ApplySettings,
+    Command,
+    ListAudioDevices,
+    MonitorInputLevel,
+    PlayTestTone,
+    PressToTalk,
+    ReleaseToTalk,
+    RunAcousticCheck,
+    SetListenMode,
+    SetMuted,
+    Shutdown,
+    StartVoiceRecording,
+    StopReply,
+    StopVoiceRecording,
+)
 from app.engine.base import EngineInfo
-from app.settings import EchoMode, ListenMode, Settings
+from app.settings import EchoMode
 
 
 class ConversationState(str, enum.Enum):
@@ -204,107 +223,9 @@ class AcousticCheckFinished:
     message: str = ""
 
 
-# ---- UI → pipeline commands ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PressToTalk:
-    pass
-
-
-@dataclass(frozen=True)
-class ReleaseToTalk:
-    pass
-
-
-@dataclass(frozen=True)
-class SetListenMode:
-    mode: ListenMode
-
-
-@dataclass(frozen=True)
-class SetMuted:
-    muted: bool
-
-
-@dataclass(frozen=True)
-class StopReply:
-    pass
-
-
-@dataclass(frozen=True)
-class ApplySettings:
-    """New settings. Most apply live; ``reload_engine`` is set (after the person confirmed)
-    when an engine field changed (kind, folders, device, precision, chunk checkpoint), or to
-    retry a failed load: the pipeline then rebuilds the engine, reporting
-    EngineStatusChanged(loading=True, progress), and keeps the transcript. A change to one of
-    ``app.settings.ENGINE_BUILD_KEYS`` rebuilds it even without the flag."""
-
-    settings: Settings
-    reload_engine: bool = False
-
-
-@dataclass(frozen=True)
-class Shutdown:
-    pass
-
-
-@dataclass(frozen=True)
-class RunAcousticCheck:
-    """Play a short chirp on the current speaker and listen to it on the current microphone:
-    echo delay, echo return loss, a recommended echo mode (AcousticCheckFinished). A reply that
-    is playing is stopped first. The result is stored per device pair and its delay is given to
-    the echo canceller."""
-
-
-@dataclass(frozen=True)
-class ListAudioDevices:
-    """Answered by AudioDevicesListed."""
-
-
-@dataclass(frozen=True)
-class MonitorInputLevel:
-    """Start (``enabled``) or stop InputLevelMeasured events for one microphone; a new start
-    replaces the monitored device (one at a time)."""
-
-    device_name: str | None
-    enabled: bool
-
-
-@dataclass(frozen=True)
-class PlayTestTone:
-    """Play a short tone on one output device, or the recording at ``path`` instead (a voice
-    just recorded, played back); answered by ToneTestFinished."""
-
-    device_name: str | None
-    frequency_hz: float = 440.0
-    duration_ms: int = 1000
-    path: Path | None = None
-
-
-@dataclass(frozen=True)
-class StartVoiceRecording:
-    """Record a voice prompt from the current microphone into ``path`` (WAV, 16 kHz or more).
-
-    Recording stops by itself after ``max_duration_s``; shorter than ``min_duration_s`` is
-    reported as not usable. Progress: VoiceRecordingProgressed; end: VoiceRecordingFinished.
-    """
-
-    path: Path
-    min_duration_s: float = 5.0
-    max_duration_s: float = 15.0
-
-
-@dataclass(frozen=True)
-class StopVoiceRecording:
-    """Stop the recording; ``keep=False`` discards it."""
-
-    keep: bool = True
-
-
 # ---- settings-panel helpers: device pickers, level meter, test tone, voice recording --------
-# The settings panel asks for these through commands (below); the voice loop owns every audio
-# device, so the UI never opens one itself. A port that cannot do one answers with
+# The settings panel asks for these through commands (app.commands); the voice loop owns
+# every audio device, so the UI never opens one itself. A port that cannot do one answers with
 # ErrorReported(category="device_check", ...): the panel shows it where it was asked (the
 # conversation's own device problems are category "audio" and become banners).
 
@@ -379,11 +300,6 @@ PipelineEvent = (
     | VoiceRecordingFinished
     | FalseInterruptionDetected
     | AcousticCheckFinished
-)
-Command = (
-    PressToTalk | ReleaseToTalk | SetListenMode | SetMuted | StopReply | ApplySettings | Shutdown
-    | ListAudioDevices | MonitorInputLevel | PlayTestTone | StartVoiceRecording
-    | StopVoiceRecording | RunAcousticCheck
 )
 
 
