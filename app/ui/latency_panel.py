@@ -285,6 +285,7 @@ class LatencyPanel(QWidget):
         self.detail_label.setStyleSheet("color: gray;")
         self.endpoint_label = QLabel("End of turn: –")
         self.endpoint_label.setObjectName("endpointDecision")
+        self.endpoint_label.setWordWrap(True)  # the model's full verdict is wider than the panel
         self.endpoint_label.setToolTip("How the end of your turn was decided: the silence "
                                        "waited, and the end-of-turn model's verdict")
         self.barge_in_label = QLabel("Barge-in stop: –")

@@ -107,6 +107,9 @@ def test_the_endpoint_decision_is_its_own_stage(qtbot: QtBot) -> None:
     assert panel.endpoint_label.text() == (
         "End of turn after 412 ms of silence: the end-of-turn model said finished, held while "
         "the echo canceller learns the room (model: finished, p = 0.97, 30 ms)")
+    label = panel.endpoint_label  # wraps: the whole verdict must not widen the window
+    assert label.minimumSizeHint().width() < label.fontMetrics().horizontalAdvance(
+        label.text()) / 2
     late = EndpointDecision("silence", 1830.0, 0.12, 39.0)
     panel.add_record(replace(record(2), endpoint_decision=late))
     assert "not finished, p = 0.12" in panel.endpoint_label.text()
