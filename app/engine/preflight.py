@@ -28,6 +28,7 @@ from pathlib import Path
 from app.engine.vram_parts import (
     CODEC_ACCELERATOR_DTYPE,
     DENSE_BYTES,
+    DEQUANT_BUDGET_BYTES,
     ELEMENT_BYTES,
     EMBEDDING_UNITS,
     GIB,
@@ -44,6 +45,8 @@ from app.engine.vram_parts import (
     CodecSizes,
     ModelDims,
     codec_dtype_name,
+    dequant_rows,
+    dequant_transient_bytes,
     embeddings_on_host,
     linear_bytes,
     lm_weight_bytes,
@@ -54,10 +57,11 @@ from app.engine.vram_parts import (
 from app.settings import Settings
 
 __all__ = [  # re-exported: the engine, the UI and the tests import them from here
-    "DENSE_BYTES", "EMBEDDING_UNITS", "GIB", "HEAD_PRECISION", "HEAD_UNITS",
-    "INT4_BYTES_PER_GROUP", "INT4_GROUP_SIZE", "INT8_SCALE_BYTES_PER_ROW", "KV_BYTES", "MIB",
-    "PRECISIONS", "TRANSCRIPT_KV_ROWS", "CodecSizes", "ModelDims", "codec_dtype_name",
-    "embeddings_on_host", "linear_bytes", "lm_weight_bytes", "prefill_transient_bytes",
+    "DENSE_BYTES", "DEQUANT_BUDGET_BYTES", "EMBEDDING_UNITS", "GIB", "HEAD_PRECISION",
+    "HEAD_UNITS", "INT4_BYTES_PER_GROUP", "INT4_GROUP_SIZE", "INT8_SCALE_BYTES_PER_ROW",
+    "KV_BYTES", "MIB", "PRECISIONS", "TRANSCRIPT_KV_ROWS", "CodecSizes", "ModelDims",
+    "codec_dtype_name", "dequant_rows", "dequant_transient_bytes", "embeddings_on_host",
+    "linear_bytes", "lm_weight_bytes", "prefill_transient_bytes",
     "unit_format",
 ]
 
@@ -213,6 +217,7 @@ def weight_bytes(dims: ModelDims, precision: str) -> int:
 PARTS = (("lm_weights", "weights_bytes"), ("codec_weights", "codec_bytes"),
          ("kv_cache", "kv_cache_bytes"), ("flow_cache", "flow_cache_bytes"),
          ("prefill_transient", "prefill_transient_bytes"),
+         ("dequant_transient", "dequant_transient_bytes"),
          ("codec_transient", "codec_transient_bytes"), ("runtime", "margin_bytes"))
 
 
@@ -225,6 +230,7 @@ class VramEstimate:
     flow_cache_bytes: int
     margin_bytes: int  # runtime: workspaces, CUDA-graph pool, allocator slack
     prefill_transient_bytes: int = 0
+    dequant_transient_bytes: int = 0  # an int8 weight's bf16 working copy, one block at most
     codec_transient_bytes: int = 0
     host_bytes: int = 0  # AR weights kept in host memory (not part of the total)
     kv_rows: int = 0
@@ -272,6 +278,7 @@ def estimate(precision: str, context_max_rows: int, dims: ModelDims | None = Non
         kv_cache_bytes=dims.kv_bytes_per_row(precision) * kv_rows, flow_cache_bytes=flow,
         margin_bytes=runtime_bytes(resident),
         prefill_transient_bytes=prefill_transient_bytes(dims, kv_rows, precision),
+        dequant_transient_bytes=dequant_transient_bytes(dims, precision),
         codec_transient_bytes=codec.transient_bytes(codec_dtype),
         host_bytes=host_bytes, kv_rows=kv_rows, codec_dtype=codec_dtype)
 

@@ -36,6 +36,10 @@ HEAD_PRECISION = {"int8": "int8", "int4": "int8"}
 INT8_SCALE_BYTES_PER_ROW = 5
 INT4_GROUP_SIZE = 128
 INT4_BYTES_PER_GROUP = 4  # bf16 scale + bf16 zero point per group of 128 inputs
+# torchao's int8 weight-only linear multiplies by a bf16 copy of the whole weight, made at every
+# call (measured on the CPU: 1,185 MiB for the text head); weights whose copy would be larger
+# than this are multiplied a block of output rows at a time (quantize.RowChunkedInt8Linear).
+DEQUANT_BUDGET_BYTES = 128 * MIB
 DENSE_BYTES = {"fp32": 4, "bf16": 2, "int8": 2, "int4": 2}  # non-quantised tensors
 KV_BYTES = {"fp32": 4, "bf16": 2, "int8": 2, "int4": 2}  # the KV cache is never quantised
 CODEC_ACCELERATOR_DTYPE = "fp16"  # see docs/memory.md, "Codec precision"
@@ -149,6 +153,22 @@ def linear_bytes(out_features: int, in_features: int, fmt: str) -> int:
         groups = out_features * math.ceil(in_features / INT4_GROUP_SIZE)
         return out_features * in_features // 2 + groups * INT4_BYTES_PER_GROUP
     return out_features * in_features * DENSE_BYTES[fmt]
+
+
+def dequant_rows(out_features: int, in_features: int,
+                 budget_bytes: int = DEQUANT_BUDGET_BYTES) -> int:
+    """Output rows per block of an int8 weight's bf16 working copy (all of them if it fits)."""
+    return min(out_features, max(1, budget_bytes // (2 * in_features)))
+
+
+def dequant_transient_bytes(dims: ModelDims, precision: str) -> int:
+    """The largest bf16 working copy an int8 weight makes during a call: the decoder layers'
+    linears in int8 mode and the LM heads in int8 and int4 modes (int4's tinygemm kernel reads
+    its packed weight directly)."""
+    shapes = list(dims.table_shapes()) if precision in HEAD_PRECISION else []
+    if precision == "int8":
+        shapes += dims.linear_shapes()
+    return max((dequant_rows(o, i) * i * 2 for o, i in shapes), default=0)
 
 
 def lm_weight_bytes(dims: ModelDims, precision: str, device_type: str = "cuda"

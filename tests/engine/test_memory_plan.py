@@ -87,8 +87,8 @@ def test_memory_plan_prints_the_preflight_numbers() -> None:
             1024, 500, dims=preflight.FlowDims(element_bytes=4 if precision == "fp32" else 2)))
         assert row["total_gib"] == round(need.total_bytes / preflight.GIB, 2)
         assert set(row["parts_gib"]) == {"lm_weights", "codec_weights", "kv_cache",
-                                         "flow_cache", "prefill_transient", "codec_transient",
-                                         "runtime"}
+                                         "flow_cache", "prefill_transient", "dequant_transient",
+                                         "codec_transient", "runtime"}
         assert row["fits"] == (need.total_bytes <= 22 * preflight.GIB)
     assert plan["precisions"]["bf16"]["total_gib"] <= 20.0
     assert plan["recommended"] == "bf16" and plan["free_gib"] == 22.0

@@ -38,17 +38,16 @@ def int4_dequantized(weight: Tensor, group_size: int = INT4_GROUP_SIZE) -> Tenso
                                        output_dtype=weight.dtype)
 
 
-def quantized_head(head: nn.Linear, precision: str) -> nn.Linear:
+def quantized_head(head: nn.Linear, precision: str) -> nn.Module:
     """A copy of a bf16 head at ``precision`` (int8: torchao; int4: dequantised int4 values)."""
     copy = nn.Linear(head.in_features, head.out_features, bias=False, device=head.weight.device,
                      dtype=torch.bfloat16)
     with torch.no_grad():
         if precision == "int4":
             copy.weight.copy_(int4_dequantized(head.weight.to(torch.bfloat16)))
-        else:
-            copy.weight.copy_(head.weight)
-            quantize_linears(copy, precision)
-    return copy.requires_grad_(False)
+            return copy.requires_grad_(False)
+        copy.weight.copy_(head.weight)
+        return quantize_linears(copy, precision).requires_grad_(False)
 
 
 def compare(reference: Tensor, test: Tensor) -> dict[str, float]:

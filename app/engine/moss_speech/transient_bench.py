@@ -3,7 +3,10 @@
 - ``prefill``: one full-size decoder layer (bf16) runs a 1,024-row prefill chunk over a cached
   prefix (the masked path), with SDPA forced to its unfused math kernel (``--math``: the
   fallback whose fp32 scores the issue names) or left to choose;
-- ``whisper``: a whole 30 s segment through the full-size Whisper-VQ tokenizer (16 layers).
+- ``whisper``: a whole 30 s segment through the full-size Whisper-VQ tokenizer (16 layers);
+- ``head``: one row through the full-size text head quantised to int8 (151,680 × 4,096), as the
+  loader builds it (a block of rows at a time) or, with ``--whole``, as torchao multiplies it
+  (a bf16 copy of the whole weight).
 
 Each runs in a fresh process (``python -m app.engine.moss_speech.transient_bench KIND ...``):
 the peak resident memory is reset after the weights, caches and a warm-up are in place
@@ -106,6 +109,28 @@ def measure_whisper(seconds: float) -> dict[str, Any]:
     return {"kind": "whisper", "seconds": seconds, "peak_extra_bytes": extra}
 
 
+def measure_head(whole: bool) -> dict[str, Any]:
+    from torch import nn
+
+    from app.engine.moss_speech.config import MossSpeechConfig
+    from app.engine.moss_speech.quantize import quantize_linears
+    from app.engine.preflight import DEQUANT_BUDGET_BYTES
+
+    config = MossSpeechConfig.full()
+    with torch.device("meta"):
+        linear = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+    budget = 1 << 60 if whole else DEQUANT_BUDGET_BYTES
+    head = quantize_linears(_random_(linear, torch.bfloat16), "int8",
+                            dequant_budget_bytes=budget)
+    gc.collect()
+    row = torch.randn(1, 1, config.hidden_size, dtype=torch.bfloat16)
+    with torch.no_grad():
+        head(row)  # kernels, thread pools
+        extra = peak_extra_bytes(lambda: head(row))
+    return {"kind": "head", "int8_rows_per_block": getattr(head, "rows", config.vocab_size),
+            "peak_extra_bytes": extra}
+
+
 def _backend(math_only: bool) -> Any:
     from contextlib import nullcontext
 
@@ -127,17 +152,21 @@ def run_measurement(args: list[str], timeout_s: float = 3600) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("prefill", "whisper"))
+    parser.add_argument("kind", choices=("prefill", "whisper", "head"))
     parser.add_argument("--chunk-rows", type=int, default=1024)
     parser.add_argument("--prefix-rows", type=int, default=4352)
     parser.add_argument("--math", action="store_true", help="SDPA's unfused math kernel only")
     parser.add_argument("--unbounded", action="store_true",
                         help="attention in one call (no query blocks), for comparison")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--whole", action="store_true",
+                        help="head: torchao's product with the whole weight, for comparison")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     if args.kind == "prefill":
         result = measure_prefill(args.chunk_rows, args.prefix_rows, args.math, args.unbounded)
+    elif args.kind == "head":
+        result = measure_head(args.whole)
     else:
         result = measure_whisper(args.seconds)
     print(json.dumps(result))

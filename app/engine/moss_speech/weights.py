@@ -39,7 +39,13 @@ from app.engine.folders import (
 from app.engine.moss_speech.config import MossSpeechConfig
 from app.engine.moss_speech.model import MossSpeechModel
 from app.engine.moss_speech.quantize import check_precision, quantize_linears
-from app.engine.preflight import EMBEDDING_UNITS, HEAD_UNITS, embeddings_on_host, unit_format
+from app.engine.preflight import (
+    DEQUANT_BUDGET_BYTES,
+    EMBEDDING_UNITS,
+    HEAD_UNITS,
+    embeddings_on_host,
+    unit_format,
+)
 
 __all__ = ["FLOAT_DTYPES", "Checkpoint", "load_model", "random_model", "verify_checkpoint"]
 
@@ -95,7 +101,8 @@ def load_model(model_dir: Path | str, device: str | torch.device = "cpu",
 
 
 def _build(config: MossSpeechConfig, device: torch.device, precision: str, tensor_for: TensorFor,
-           report: Progress, host_embeddings: bool | None) -> MossSpeechModel:
+           report: Progress, host_embeddings: bool | None,
+           dequant_budget_bytes: int = DEQUANT_BUDGET_BYTES) -> MossSpeechModel:
     """Build on the meta device, then per unit: its tensors from ``tensor_for`` in the target
     dtype where the unit lives, assigned, and quantised at once (peak extra memory: one
     unit)."""
@@ -114,7 +121,9 @@ def _build(config: MossSpeechConfig, device: torch.device, precision: str, tenso
         del state
         quantised = quantised_format(prefix, precision)
         if quantised:
-            quantize_linears(module, quantised)
+            done = quantize_linears(module, quantised, dequant_budget_bytes)
+            if done is not module:  # a head, its int8 product computed in blocks of rows
+                model.set_submodule(prefix, done)
         report("load", (i + 1) / len(units))
     return finish(model, precision)
 
@@ -157,11 +166,13 @@ def finish(model: MossSpeechModel, precision: str) -> MossSpeechModel:
 
 def random_model(config: MossSpeechConfig, device: str | torch.device = "cpu",
                  precision: str = "bf16", seed: int = 0, std: float = 0.02,
-                 host_embeddings: bool | None = None) -> MossSpeechModel:
+                 host_embeddings: bool | None = None,
+                 dequant_budget_bytes: int = DEQUANT_BUDGET_BYTES) -> MossSpeechModel:
     """A model with random weights built directly where it lives, unit by unit (benchmarks).
 
     Like ``load_model`` it never holds two copies: each unit is initialised in the target dtype
-    on its device and quantised before the next one is created.
+    on its device and quantised before the next one is created. ``dequant_budget_bytes``: see
+    :func:`~app.engine.moss_speech.quantize.quantize_linears`.
     """
     device = torch.device(device)
     check_precision(precision, device)
@@ -177,4 +188,4 @@ def random_model(config: MossSpeechConfig, device: str | torch.device = "cpu",
         return tensor.normal_(0.0, std, generator=generators[to])
 
     return _build(config, device, precision, draw, lambda stage, fraction: None,
-                  host_embeddings)
+                  host_embeddings, dequant_budget_bytes)
