@@ -142,3 +142,36 @@ def test_the_bench_plays_speech_as_speech_and_the_noise_burst_as_no_speech() -> 
             a, b = int(start * RATE_HZ) // FRAME_SAMPLES, int(end * RATE_HZ) // FRAME_SAMPLES
             burst = name == "ar_m_numbers" and index == scenarios.AR_NOISE_BURST_SPAN
             assert (probability[a:b + 1].max() < 0.5) == burst, (name, index)
+
+
+def test_talk_after_the_reply_ended_is_no_missed_stop() -> None:
+    """A barge-in of the script that comes when no reply is audible (the end-of-turn model
+    answered sooner and the reply ended first) has nothing to stop: it is counted as such, not
+    as a stop missed; a reply audible at the onset and played to its end is a stop missed."""
+    from types import SimpleNamespace
+
+    from app.cli.turn_corpus import Room, TurnScenario, Utterance
+    from app.cli.turn_measures import Figures, _stops
+
+    rate = 16000
+    reply = np.random.default_rng(2).normal(0, 0.1, 24000).astype(np.float32)  # 1 s at 24 kHz
+    import soxr
+
+    output = np.zeros(6 * rate, np.float32)
+    output[rate:2 * rate] = soxr.resample(reply, 24000, rate)[:rate]  # audible 1.0-2.0 s
+    record = SimpleNamespace(turn_id=1, first_audible_s=1.0, heard_ms=1000.0, barge_in=None)
+    result = SimpleNamespace(records=[record], output=output, output_rate_hz=rate)
+
+    def figures_for(barge_in_s: float) -> Figures:
+        utterances = [Utterance("a", "turn", ((0.2, 0.8),)),
+                      Utterance("b", "barge_in", ((barge_in_s, barge_in_s + 0.4),))]
+        scenario = TurnScenario("s", np.zeros((6 * rate, 1), np.float32), rate, utterances,
+                                Room("none"))
+        figures = Figures()
+        _stops(scenario, result, {1: reply}, figures)  # type: ignore[arg-type]
+        return figures
+
+    after = figures_for(2.5)
+    assert (after.barge_ins, after.barge_ins_unplayed, after.stops_missed) == (1, 1, 0)
+    during = figures_for(1.3)
+    assert (during.barge_ins, during.barge_ins_unplayed, during.stops_missed) == (1, 0, 1)

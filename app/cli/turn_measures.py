@@ -65,6 +65,7 @@ class Figures:
     replies: int = 0
     barge_ins: int = 0
     stops_missed: int = 0
+    barge_ins_unplayed: int = 0  # no reply audible at the onset: nothing to stop
     reply_after_end_ms: list[float] = field(default_factory=list)  # complete turns
     hesitations: int = 0
     hesitations_kept: int = 0  # stayed one turn
@@ -183,7 +184,10 @@ def _stops(scenario: TurnScenario, result: SimulationResult, replies: dict[int, 
         playing = [r for r in records.values() if r.first_audible_s is not None
                    and r.first_audible_s <= utterance.start_s
                    <= r.first_audible_s + r.heard_ms / 1000 + 0.05]
-        if not playing or playing[0].turn_id not in replies:
+        if not playing:  # the reply had ended or not begun: the talk is a turn, not a stop
+            figures.barge_ins_unplayed += 1  # (what went wrong before it is counted there)
+            continue
+        if playing[0].turn_id not in replies:
             figures.stops_missed += 1
             continue
         record = playing[0]
