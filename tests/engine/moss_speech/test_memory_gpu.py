@@ -77,3 +77,37 @@ def test_a_full_size_prefill_chunk_stays_within_the_planned_transient(math_only:
     extra = torch.cuda.max_memory_allocated() - before
     bound = preflight.prefill_transient_bytes(preflight.ModelDims(), rows, "bf16")
     assert torch.isfinite(out).all() and extra <= bound, (extra / 2**20, bound / 2**20)
+
+
+@pytest.mark.parametrize("decode_path", ["eager", "graph"])
+def test_the_int8_text_head_holds_one_block_of_its_bf16_copy(decode_path: str) -> None:
+    """torchao's int8 linear copies the whole weight to bf16 per call (1.16 GiB for the text
+    head); the loader's head multiplies a block of rows at a time: the call's extra allocated
+    memory, and what a captured CUDA graph's pool keeps, stay within the plan's block."""
+    from torch import nn
+
+    from app.engine.moss_speech.config import MossSpeechConfig
+    from app.engine.moss_speech.quantize import quantize_linears
+
+    config = MossSpeechConfig.full()
+    linear = nn.Linear(config.hidden_size, config.vocab_size, bias=False, device="cuda",
+                       dtype=torch.bfloat16).requires_grad_(False)
+    head = quantize_linears(linear, "int8")
+    row = torch.randn(1, 1, config.hidden_size, device="cuda", dtype=torch.bfloat16)
+    allowed = (preflight.dequant_transient_bytes(preflight.ModelDims(), "int8")
+               + 8 * config.vocab_size * 2 + (16 << 20))  # + the output row, + slack
+    head(row)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before_allocated, before_reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()
+    if decode_path == "graph":
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            head(row)
+        graph.replay()
+    else:
+        head(row)
+    torch.cuda.synchronize()
+    assert torch.cuda.max_memory_allocated() - before_allocated <= allowed
+    assert torch.cuda.max_memory_reserved() - before_reserved <= allowed
