@@ -11,11 +11,13 @@ from app.engine.moss_speech.tokenizer import MossTokenizer
 Row = tuple[int, int]
 
 
-def conversation_rows(session: GenerationSession, tokenizer: MossTokenizer) -> list[Row]:
+def conversation_rows(session: GenerationSession, tokenizer: MossTokenizer,
+                      min_new_rows: int = 2) -> list[Row]:
     """A text-output reply (it switches to audio and back on the switchy model), a truncate to
-    its middle, two appended rows ending in sosp, and a second reply from there."""
+    its middle, two appended rows ending in sosp, and a second reply from there; each reply
+    runs at least ``min_new_rows`` rows (eosp and im_end masked until then)."""
     cfg = session.config
-    sampling = Sampling(max_new_rows=40, min_new_rows=2)
+    sampling = Sampling(max_new_rows=40, min_new_rows=min_new_rows)
     prompt = build_prompt(tokenizer, [Turn("system", "Hi"), Turn("user", (5, 6, 7))], "text")
     session.prefill(prompt)
     first = list(session.rows(sampling, seed=1))

@@ -46,13 +46,17 @@ def switchy_cuda(switchy_model: MossSpeechModel) -> MossSpeechModel:
 @needs_cuda
 def test_cuda_graphs_equal_eager_over_50_rows_with_switches_and_a_truncate(
         switchy_cuda: MossSpeechModel, tokenizer: MossTokenizer) -> None:
+    # 25 rows at least per reply: on an H200 the CUDA numerics ended the first reply early
+    # (22 rows in all), so the 50-row comparison never ran (on the CPU: 80 rows either way)
     graphed = GenerationSession(switchy_cuda, max_rows=256, decode_path="graph")
     assert isinstance(graphed.decode.step, GraphedStep) and not graphed.decode.notes
-    rows = conversation_rows(graphed, tokenizer)
+    rows = conversation_rows(graphed, tokenizer, min_new_rows=25)
     assert len(rows) >= 50 and switches_of(rows, graphed) == {"sosp", "eosp"}
-    assert rows == conversation_rows(GenerationSession(switchy_cuda, max_rows=256), tokenizer)
+    eager = GenerationSession(switchy_cuda, max_rows=256)
+    assert rows == conversation_rows(eager, tokenizer, min_new_rows=25)
     static = GenerationSession(switchy_cuda, max_rows=256, decode_path="static")
-    assert rows == conversation_rows(static, tokenizer)  # the graph replays the same kernels
+    # the graph replays the same kernels
+    assert rows == conversation_rows(static, tokenizer, min_new_rows=25)
 
 
 @pytest.mark.gpu

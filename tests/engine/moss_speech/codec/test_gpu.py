@@ -16,7 +16,15 @@ pytestmark = [pytest.mark.gpu,
 
 
 def test_cuda_codec_matches_cpu(tiny_codec_dir: Path, tmp_path: Path) -> None:
-    torch.backends.cudnn.deterministic = True  # default cuDNN drifts ~1e-4 (contract §3.7)
+    # deterministic: default cuDNN drifts ~1e-4 (contract §3.7); no TF32: cuDNN convolutions
+    # use it by default on Ampere and later (10-bit mantissa), which moved the mel by ~1e-3 on
+    # an H200, over this fp32 parity bar (likely the cause there; not yet re-run on a GPU)
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True,
+                                    allow_tf32=False):
+        _codec_matches_cpu(tiny_codec_dir, tmp_path)
+
+
+def _codec_matches_cpu(tiny_codec_dir: Path, tmp_path: Path) -> None:
     cpu = load_codec(tiny_codec_dir, voice_cache_dir=tmp_path / "cpu")
     gpu = load_codec(tiny_codec_dir, "cuda", voice_cache_dir=tmp_path / "gpu")
     audio = speech_like(2.0, 16000, seed=3)
