@@ -44,7 +44,9 @@ FAKE: dict[str, Any] = {
     },
     "codec": {"dtype": "float16", "chunk": 5, "first_chunk_ms": 61.0, "median_chunk_ms": 38.5,
               "chunk_ms": [61.0, 38.0, 39.0], "audio_ms_per_chunk": 400,
-              "encode_ms_per_audio_s": 9.1},
+              "encode_ms_per_audio_s": 9.1,
+              "profile": {"chunk_ms": 40.2, "aten_ops": 19875, "cuda_kernels": 9120,
+                          "cuda_kernel_ms": 12.5, "most_frequent_ops": {"aten::linear": 3596}}},
 }
 
 
@@ -72,6 +74,9 @@ def test_the_writer_turns_measurements_into_json_and_tables(tmp_path: Path) -> N
     assert "| bf16 | graph | 212.5 | 0.31 | 2 | 1.2 | 3.4 | 812.0 | — |" in text
     assert "| bf16 | 18.1 | 18.9 | 19.4 | 19.2 | yes | 19.7 |" in text
     assert "Per chunk (ms): 61.0, 38.0, 39.0" in text
+    assert ("One chunk profiled: 40.2 ms wall, 19875 operators dispatched, 9120 CUDA kernels "
+            "taking 12.5 ms on the GPU (the GPU idles most of the chunk: bound by the host)"
+            ) in text
     assert "## Problems" in text and "int4 compile" in text
     assert "| 9 | 0 | 1 | 0 | 71.5 | 9 passed, 1 skipped in 71.50s |" in text
 
@@ -118,6 +123,9 @@ def test_the_decode_and_engine_sections_run_on_the_tiny_model(tmp_path: Path) ->
     assert e2e["decode_path"] == "eager"
     streaming = collect.codec_streaming(codec, voice, chunks=2, utterance_s=1.0)
     assert len(streaming["chunk_ms"]) >= 2 and streaming["dtype"] == "float32"
+    profile = collect.codec_chunk_profile(codec, voice)
+    assert profile["aten_ops"] > 100 and profile["chunk_ms"] > 0
+    assert profile["cuda_kernels"] is None and profile["cuda_kernel_ms"] is None  # a CPU
 
 
 def test_gpu_tests_cut_at_their_cap_count_the_progress_and_say_so(monkeypatch, tmp_path) -> None:

@@ -6,7 +6,9 @@ per-chunk streaming decode ms versus chunk index (random weights, tiny or full s
 way. ``--reference`` also times the reference protocol, which recomputes the flow over the
 whole code prefix at every chunk. The cached stream reports its flow state per chunk (allocated
 and used MiB; buffers are allocated once for the reply's codes) and, with
-``--flow-cache-budget-mib``, the chunk from which it runs bounded.
+``--flow-cache-budget-mib``, the chunk from which it runs bounded. ``--count-ops`` profiles one
+chunk after the first few (:mod:`app.engine.moss_speech.codec.chunk_profile`): the operators it
+dispatches and, on CUDA, the kernels it launches and their GPU time.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run each measurement N times and keep the fastest (busy machines)")
     parser.add_argument("--stream-only", action="store_true",
                         help="time only the streaming decode (skip encode and offline decode)")
+    parser.add_argument("--count-ops", action="store_true",
+                        help="also profile one streaming chunk: operators dispatched (and on "
+                        "CUDA kernels launched and their GPU time)")
     add_threads_and_json(parser)
 
 
@@ -83,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         result["offline_codes"] = n_codes
     result["stream"] = _best(_time_stream(codec, voice, codes, args, flow_cache=True)
                              for _ in range(args.repeat))
+    if args.count_ops:
+        result["chunk_profile"] = _profile_chunk(codec, voice, args)
     if args.reference:
         result["stream_reference"] = _best(
             _time_stream(codec, voice, codes, args, flow_cache=False)
@@ -191,6 +198,23 @@ def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.
             **_flow_summary(codec, decoder, steps)}
 
 
+def _profile_chunk(codec: MossSpeechCodec, voice: VoiceConditioning,
+                   args: argparse.Namespace) -> dict[str, Any]:
+    """One chunk under the profiler, after three have warmed the stream up (the first chunk
+    also builds the voice state)."""
+    import torch
+
+    from app.engine.moss_speech.codec.chunk_profile import profile_chunk
+
+    warm = 3 * args.chunk + 3
+    codes = torch.randint(0, 16384, (warm + 2 * args.chunk + 3,),
+                          generator=torch.Generator().manual_seed(2))
+    with codec.stream_decoder(voice, args.chunk, final=args.final, n_timesteps=args.steps,
+                              max_codes=len(codes)) as decoder:
+        decoder.push(codes[:warm])
+        return profile_chunk(decoder, codes[warm:], codec.device)
+
+
 def _mib(n_bytes: float) -> float:
     return round(n_bytes / 2 ** 20, 1)
 
@@ -264,4 +288,10 @@ def _format(result: dict[str, Any]) -> str:
         lines.append("  chunk  ms       cache MiB  used MiB  bounded")
         lines += [f"  {s['chunk']:>5}  {s['ms']:>7}  {s['cache_mib']:>9}  {s['used_mib']:>8}"
                   f"  {'yes' if s['bounded'] else ''}" for s in stream["chunks"]]
+    if "chunk_profile" in result:
+        p = result["chunk_profile"]
+        cuda = (f", {p['cuda_kernels']} CUDA kernels taking {p['cuda_kernel_ms']} ms"
+                if p["cuda_kernels"] is not None else "")
+        lines.append(f"one chunk profiled: {p['chunk_ms']} ms, {p['aten_ops']} operators "
+                     f"dispatched{cuda}; most frequent: {p['most_frequent_ops']}")
     return "\n".join(lines)

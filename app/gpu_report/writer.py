@@ -2,8 +2,9 @@
 
 The JSON is what was measured, as collected (``collect.py``); the Markdown is the same in
 tables a person reads: environment, GPU tests, decode rows/s per precision and decode path with
-the ratio to the bandwidth floor, codec streaming per chunk, engine TTFA and real-time factor,
-warm-up and capture times, and peak memory per precision against the VRAM plan.
+the ratio to the bandwidth floor, codec streaming per chunk (one chunk profiled), engine TTFA
+and real-time factor, warm-up and capture times, and peak memory per precision against the VRAM
+plan.
 """
 
 from __future__ import annotations
@@ -143,4 +144,21 @@ def _codec(codec: Mapping[str, Any]) -> list[str]:
     chunks = codec.get("chunk_ms") or []
     if chunks:
         lines += ["Per chunk (ms): " + ", ".join(_cell(c) for c in chunks), ""]
+    profile = codec.get("profile") or {}
+    if profile.get("error"):
+        lines += [f"One chunk profiled: {profile['error']}", ""]
+    elif profile:
+        lines += [f"One chunk profiled: {_cell(profile.get('chunk_ms'))} ms wall, "
+                  f"{_cell(profile.get('aten_ops'))} operators dispatched, "
+                  f"{_cell(profile.get('cuda_kernels'))} CUDA kernels taking "
+                  f"{_cell(profile.get('cuda_kernel_ms'))} ms on the GPU{_bound(profile)}", ""]
     return lines
+
+
+def _bound(profile: Mapping[str, Any]) -> str:
+    """Host- or GPU-bound: the GPU busy for under half the chunk's wall time is the former."""
+    wall, gpu = profile.get("chunk_ms"), profile.get("cuda_kernel_ms")
+    if not wall or gpu is None:
+        return ""
+    return (" (the GPU idles most of the chunk: bound by the host)" if gpu < wall / 2
+            else " (bound by the GPU)")

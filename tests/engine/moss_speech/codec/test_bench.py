@@ -35,3 +35,14 @@ def test_bench_codec_reports_where_the_flow_cache_budget_is_reached(
     assert code == 0
     out = capsys.readouterr().out
     assert "bounded from reply code" in out and "yes" in out
+
+
+def test_bench_codec_counts_the_operators_of_one_chunk(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "codec", "--size", "tiny", "--chunks", "1", "--steps", "2",
+                 "--voice-seconds", "1.2", "--threads", "1", "--stream-only", "--count-ops",
+                 "--json"])
+    assert code == 0
+    profile = json.loads(capsys.readouterr().out)["chunk_profile"]
+    assert profile["chunk_ms"] > 0 and profile["cuda_kernels"] is None
+    # the estimator's linears, once per Euler step and transformer block at least
+    assert profile["most_frequent_ops"]["aten::linear"] >= 2 and profile["aten_ops"] > 100
