@@ -89,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
     result["stream"] = _best(_time_stream(codec, voice, codes, args, flow_cache=True)
                              for _ in range(args.repeat))
     if args.count_ops:
-        result["chunk_profile"] = _profile_chunk(codec, voice, args)
+        from app.engine.moss_speech.codec.chunk_profile import profile_steady_chunk
+
+        result["chunk_profile"] = profile_steady_chunk(codec, voice, args.chunk, final=args.final,
+                                                       n_timesteps=args.steps)
     if args.reference:
         result["stream_reference"] = _best(
             _time_stream(codec, voice, codes, args, flow_cache=False)
@@ -196,23 +199,6 @@ def _time_stream(codec: MossSpeechCodec, voice: VoiceConditioning, codes: torch.
     return {**result, "first_chunk_ms": steps[0]["ms"] if steps else None, "chunks": steps,
             "finish_ms": finish_ms, "audio_s_per_chunk": args.chunk * 0.08,
             **_flow_summary(codec, decoder, steps)}
-
-
-def _profile_chunk(codec: MossSpeechCodec, voice: VoiceConditioning,
-                   args: argparse.Namespace) -> dict[str, Any]:
-    """One chunk under the profiler, after three have warmed the stream up (the first chunk
-    also builds the voice state)."""
-    import torch
-
-    from app.engine.moss_speech.codec.chunk_profile import profile_chunk
-
-    warm = 3 * args.chunk + 3
-    codes = torch.randint(0, 16384, (warm + 2 * args.chunk + 3,),
-                          generator=torch.Generator().manual_seed(2))
-    with codec.stream_decoder(voice, args.chunk, final=args.final, n_timesteps=args.steps,
-                              max_codes=len(codes)) as decoder:
-        decoder.push(codes[:warm])
-        return profile_chunk(decoder, codes[warm:], codec.device)
 
 
 def _mib(n_bytes: float) -> float:

@@ -261,23 +261,10 @@ def codec_streaming(codec: Any, voice: Any, chunks: int = 12,
             "encode_ms_per_audio_s": round(encode_ms / utterance_s, 1)}
 
 
-def codec_chunk_profile(codec: Any, voice: Any, chunk: int = 5) -> dict[str, Any]:
-    """One streaming chunk after three, profiled: operators dispatched, CUDA kernels launched
-    and their GPU time (:mod:`app.engine.moss_speech.codec.chunk_profile`)."""
-    from app.engine.moss_speech.codec.chunk_profile import profile_chunk
-
-    warm = 3 * chunk + 3
-    codes = torch.randint(0, 16384, (warm + 2 * chunk + 3,),
-                          generator=torch.Generator().manual_seed(2))
-    with codec.stream_decoder(voice, chunk, final="causal", max_codes=len(codes),
-                              flow_cache_budget_bytes=1 << 30) as decoder:
-        decoder.push(codes[:warm])
-        return profile_chunk(decoder, codes[warm:], codec.device)
-
-
 def collect(root: Path, budget_s: float, run_tests: bool = True,
             log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every section in order; returns the report (the writer turns it into files)."""
+    from app.engine.moss_speech.codec.chunk_profile import profile_steady_chunk
     from app.engine.moss_speech.device import configure_cuda_allocator
 
     configure_cuda_allocator()
@@ -303,7 +290,7 @@ def collect(root: Path, budget_s: float, run_tests: bool = True,
     log("codec streaming per chunk")
     report["codec"] = guarded(errors, "codec", lambda: codec_streaming(codec, voice))
     log("codec: one chunk profiled (host- or GPU-bound)")
-    report["codec"]["profile"] = guarded(errors, "codec profile",
-                                         lambda: codec_chunk_profile(codec, voice))
+    report["codec"]["profile"] = guarded(errors, "codec profile", lambda: profile_steady_chunk(
+        codec, voice, 5, final="causal", flow_cache_budget_bytes=1 << 30))
     report["duration_s"] = round(time.perf_counter() - started, 1)
     return report

@@ -19,6 +19,21 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
+WARM_CHUNKS = 3  # chunks decoded before the one profiled (the first also builds voice state)
+
+
+def profile_steady_chunk(codec: Any, voice: Any, chunk: int,
+                         **stream_options: Any) -> dict[str, Any]:
+    """A fresh stream of ``codec`` for ``voice`` (``stream_options`` as ``stream_decoder``
+    takes them), ``WARM_CHUNKS`` chunks decoded, then the next one profiled
+    (:func:`profile_chunk`); random codes, seeded."""
+    warm = WARM_CHUNKS * chunk + 3
+    codes = torch.randint(0, 16384, (warm + 2 * chunk + 3,),
+                          generator=torch.Generator().manual_seed(2))
+    with codec.stream_decoder(voice, chunk, max_codes=len(codes), **stream_options) as decoder:
+        decoder.push(codes[:warm])
+        return profile_chunk(decoder, codes[warm:], codec.device)
+
 
 def profile_chunk(decoder: Any, codes: torch.Tensor, device: torch.device) -> dict[str, Any]:
     """Push ``codes`` [N] one at a time into the stream ``decoder`` until one chunk is decoded,
