@@ -117,16 +117,14 @@ def _best(runs: Any) -> dict[str, Any]:
 
 
 def _build(args: argparse.Namespace) -> MossSpeechCodec:
-    import tempfile
-    from pathlib import Path
-
     import torch
 
     from app.engine.moss_speech.codec import CodecConfig, load_codec
     from app.engine.moss_speech.codec.testing import build_random_codec, write_tiny_codec
+    from app.paths import scratch_dir
 
     dtype = getattr(torch, args.dtype)
-    scratch = Path(tempfile.mkdtemp(prefix="moss-voice-bench-"))
+    scratch = scratch_dir("moss-voice-bench-")
     if args.size == "tiny":  # through the real folder layout and loader
         folder = write_tiny_codec(scratch / "codec")
         return load_codec(folder, args.device, dtype, voice_cache_dir=scratch / "voices",

@@ -34,17 +34,16 @@ import gc
 import json
 import math
 import statistics
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.cli.bench_common import markdown_table
 from app.cli.options import InputError, OutputFile, count
+from app.paths import scratch_dir
 
 if TYPE_CHECKING:
     from app.engine.base import Engine
@@ -226,7 +225,7 @@ def moss_run() -> tuple[Settings, Engine]:
     from app.engine.factory import build_engine
     from app.engine.moss_speech.testing import tiny_engine_settings
 
-    settings = tiny_engine_settings(Path(tempfile.mkdtemp(prefix="moss-voice-soak-")))
+    settings = tiny_engine_settings(scratch_dir("moss-voice-soak-"))
     return settings, build_engine(settings)
 
 

@@ -19,7 +19,6 @@ import re
 import statistics
 import subprocess  # nosec B404: nvidia-smi and pytest with fixed args, no shell
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from app.paths import scratch_dir
 
 GIB = 1 << 30
 PROMPT_ROWS, DECODE_ROWS = 300, 64
@@ -277,7 +278,7 @@ def collect(root: Path, budget_s: float, run_tests: bool = True,
     if run_tests:
         log("GPU tests (pytest -m gpu)")
         report["gpu_tests"] = guarded(errors, "gpu tests", lambda: gpu_tests(budget, root))
-    scratch = Path(tempfile.mkdtemp(prefix="moss-voice-gpu-report-"))
+    scratch = scratch_dir("moss-voice-gpu-report-")
     torch.cuda.empty_cache()
     free_start = torch.cuda.mem_get_info()[0]
     log("codec (full size, random weights)")

@@ -14,11 +14,9 @@ from __future__ import annotations
 import json
 import random
 import statistics
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +34,7 @@ from app.engine.moss_speech.testing import tiny_tokenizer_json
 from app.engine.moss_speech.tokenizer import load_tokenizer
 from app.engine.moss_speech.weights import random_model
 from app.engine.preflight import fit_problem, flow_cache_bytes, precision_problem
+from app.paths import scratch_dir
 from app.settings import Settings
 
 FEED_SAMPLES = 320  # 20 ms pieces, like the voice loop
@@ -67,7 +66,7 @@ def build(options: BenchOptions) -> MossSpeechEngine:
         configure_cuda_allocator()
     config = size_config(options.size)
     model = random_model(config, device, options.precision)
-    scratch = Path(tempfile.mkdtemp(prefix="moss-voice-e2e-"))
+    scratch = scratch_dir("moss-voice-e2e-")
     (scratch / "tokenizer.json").write_text(json.dumps(tiny_tokenizer_json()))
     tokenizer = load_tokenizer(scratch, config)
     codec_config = CodecConfig.full() if options.size == "full" else CodecConfig.tiny()

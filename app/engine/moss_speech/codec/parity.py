@@ -83,9 +83,9 @@ def measure(config: CodecConfig, dtype: torch.dtype, device: torch.device | str 
             chunk: int = 5, n_codes: int = 30, utterance_s: float = 6.0, seed: int = 0,
             cache_dir: Path | None = None) -> dict[str, Any]:
     """The three parity measures of ``dtype`` against float32 for one random codec."""
-    import tempfile
+    from app.paths import scratch_dir
 
-    cache_dir = cache_dir or Path(tempfile.mkdtemp(prefix="moss-voice-parity-"))
+    cache_dir = cache_dir or scratch_dir("moss-voice-parity-")
     reference, low = codec_pair(config, dtype, device, chunk, seed, cache_dir)
     pcm, source = utterance_16k(utterance_s, seed)
     ids_ref, ids_low = reference.encode(pcm, 16000), low.encode(pcm, 16000)
