@@ -128,7 +128,7 @@ class EndpointDecision:
     silence_ms: float
     probability: float | None = None
     model_ms: float | None = None
-    resumed: int = 0  # early ends by the model taken back because the person went on
+    resumed: int = 0  # ends taken back because the person went on (see end_of_turn.py)
     waited_for_canceller: bool = False  # "finished" held to the warm-up silence
 
 

@@ -20,11 +20,16 @@ At a pause of ``smart_pause_ms`` the controller asks the end-of-turn model once
   barge-in;
 - *not finished*, confidently (under ``smart_unfinished_threshold``): the turn waits for the
   next words up to ``smart_long_silence_ms`` (the segmenter's own endpoint);
-- anything in between, or no verdict yet: silence decides at ``endpoint_silence_ms``, as
-  without the model.
+- anything in between (unsure): silence ends the turn at ``endpoint_silence_ms``, but speech
+  that begins before its reply is heard (and within ``smart_long_silence_ms``) still resumes
+  it, as after an early end: a thinking pause is not split only because the answer was not
+  audible yet. Once the reply is heard, speech may be its echo or an answer to it: a barge-in;
+- no verdict yet: silence decides at ``endpoint_silence_ms``, as without the model.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from app.conversation.barge_in import DIP_TOLERANCE_S
 from app.conversation.turn_actions import Action, EndpointQuery, FalseInterruption, TurnResumed
@@ -78,10 +83,28 @@ class EndOfTurnPolicy(TurnState):
             return True
         if (silence_ms >= self.params.endpoint_silence_ms
                 and not (self.params.smart and self._waits_for_more())):
-            self._end_turn(self._last_voiced_s, now_s)
-            self._restart_vad()
+            if self._unsure():
+                self._end_unsure(now_s)
+            else:
+                self._end_turn(self._last_voiced_s, now_s)
+                self._restart_vad()
             return True
         return False
+
+    def _unsure(self) -> bool:
+        """The model answered for this pause, between "not finished" and "finished"."""
+        return self.params.smart and self.params.barge_in and self._verdict is not None
+
+    def _end_unsure(self, now_s: float) -> None:
+        """End by silence, but speech going on up to the long silence after the last word
+        still resumes the turn: a thinking pause the model was unsure of is not split in two
+        (the reply that started is withdrawn, as when a person goes on after an early end)."""
+        assert self._user_turn is not None
+        closing = Closing(self._user_turn, self._onset_s, self._pause,
+                          self._last_voiced_s + self.params.smart_long_silence_ms / 1000,
+                          until_reply=True)
+        self._end_turn(self._last_voiced_s, now_s, resumable=True)
+        self._closing = closing
 
     def _finished(self) -> bool:
         """The model said "finished" for this pause, and someone going on over an early reply
@@ -117,7 +140,10 @@ class EndOfTurnPolicy(TurnState):
         barge-in after it is a barge-in, not the turn going on."""
         closing = self._closing
         assert closing is not None
-        if update.state == VadState.SPEAKING:  # the same utterance goes on
+        if update.state == VadState.SPEAKING:  # the same utterance goes on ...
+            if self._resume_heard_s is None and update.start_s >= closing.until_s - 1e-9:
+                self.finish_closing(now_s)  # ... or speech too late for it: a fresh onset
+                return True
             if self._maybe_echo(closing, echo_guard):  # duck until trusted or confirmed
                 if self._resume_heard_s is None:
                     self._resume_heard_s = update.start_s
@@ -138,6 +164,13 @@ class EndOfTurnPolicy(TurnState):
                 return True
         self.finish_closing(now_s)
         return False
+
+    def _closing_heard_reply(self, now_s: float) -> None:
+        """The reply to an unsure end is audible: from now on speech may be its echo or an
+        answer to it (a barge-in, a new turn), and no longer goes on with the turn."""
+        closing = self._closing
+        if closing is not None and closing.until_reply and closing.turn_id == self._reply_turn:
+            self._closing = replace(closing, until_s=min(closing.until_s, now_s))
 
     def _maybe_echo(self, closing: Closing, echo_guard: bool) -> bool:
         """Speech heard while the early reply plays may be its echo: under the guard, or

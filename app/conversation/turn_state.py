@@ -38,7 +38,10 @@ class Closing:
     turn_id: int
     onset_s: float
     pause: int
-    until_s: float  # speech that goes on must begin before this (the silence endpoint)
+    until_s: float  # speech that goes on must begin before this
+    # an end by silence the model was unsure of: the window also closes when its reply is
+    # heard (later speech may be the reply's echo, or an answer to it)
+    until_reply: bool = False
 
 
 class TurnState:
@@ -124,10 +127,10 @@ class TurnState:
 
     def _end_turn(self, user_end_s: float, endpoint_s: float,
                   by: Literal["silence", "model", "cap", "release"] = "silence",
-                  waited_for_canceller: bool = False) -> None:
+                  waited_for_canceller: bool = False, resumable: bool = False) -> None:
         assert self._user_turn is not None
         self._actions.append(TurnEnded(self._user_turn, self._onset_s, user_end_s, endpoint_s,
-                                       by, self._verdict, waited_for_canceller))
+                                       by, self._verdict, waited_for_canceller, resumable))
         self._reply_turn, self._reply_audible = self._user_turn, False
         self._user_turn = None
         self._paused = self._speculating = False

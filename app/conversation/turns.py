@@ -190,6 +190,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
     def reply_audible(self, turn_id: int, now_s: float) -> list[Action]:
         if turn_id == self._reply_turn:
             self._reply_audible = True
+            self._closing_heard_reply(now_s)
         return self._flush(now_s)
 
     def reply_finished(self, turn_id: int, now_s: float) -> list[Action]:

@@ -216,7 +216,8 @@ def test_a_weak_word_stops_the_reply_at_the_frame_that_confirms_it_with_its_pre_
         ("TurnStarted", 2, 1.08, 1.08 - 0.3),
         ("StateSet", S.USER_SPEAKING, s.pumped_at(37)),
         ("StateSet", S.ENDPOINTING, s.pumped_at(38)),
-        ("TurnEnded", 2, 1.08, 37 * FRAME_S, s.pumped_at(53), "silence", None, False),
+        ("TurnEnded", 2, 1.08, 37 * FRAME_S, s.pumped_at(53), "silence", None, False,
+         False),
         ("StateSet", S.RESPONDING, s.pumped_at(53))])
 
 
