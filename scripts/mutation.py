@@ -65,7 +65,7 @@ class Module:
 
 
 TURN_TESTS = ("tests/conversation/test_turns.py", "tests/conversation/test_barge_in_policy.py",
-              "tests/conversation/test_smart_endpoint.py")
+              "tests/conversation/test_smart_endpoint.py", "tests/conversation/test_unsure_end.py")
 
 MODULES: dict[str, Module] = {
     # The turn controller, one row per file: turns.py (the inputs), turn_state.py (the shared

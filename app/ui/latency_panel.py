@@ -83,11 +83,16 @@ def endpoint_text(record: TurnRecord) -> str:
         by += ", held while the echo canceller learns the room"
     text = f"End of turn after {decision.silence_ms:.0f} ms of silence{by}"
     if decision.probability is not None:
-        verdict = "finished" if decision.by == "model" else "not finished"
+        # by silence the model was not sure enough to end the turn: "not finished" (the long
+        # silence waited) or in between (the endpoint silence); the thresholds are settings
+        verdict = "finished" if decision.by == "model" else "not sure enough"
         text += f" (model: {verdict}, p = {decision.probability:.2f}"
         text += f", {decision.model_ms:.0f} ms)" if decision.model_ms is not None else ")"
     elif decision.by == "silence":  # the model is off (the default) or was not asked
         text += " (no end-of-turn model verdict)"
+    if decision.resumed:
+        times = "once" if decision.resumed == 1 else f"{decision.resumed} times"
+        text += f"; an earlier end was taken back {times} because you went on"
     return text
 
 

@@ -112,7 +112,12 @@ def test_the_endpoint_decision_is_its_own_stage(qtbot: QtBot) -> None:
         label.text()) / 2
     late = EndpointDecision("silence", 1830.0, 0.12, 39.0)
     panel.add_record(replace(record(2), endpoint_decision=late))
-    assert "not finished, p = 0.12" in panel.endpoint_label.text()
+    assert "not sure enough, p = 0.12" in panel.endpoint_label.text()
+    went_on = EndpointDecision("model", 190.0, 0.97, 30.0, resumed=1)
+    panel.add_record(replace(record(5), endpoint_decision=went_on))
+    assert panel.endpoint_label.text().endswith(
+        "(model: finished, p = 0.97, 30 ms); an earlier end was taken back once because you "
+        "went on")
     panel.add_record(replace(record(3), endpoint_decision=EndpointDecision("silence", 512.0)))
     assert panel.endpoint_label.text() == ("End of turn after 512 ms of silence"
                                            " (no end-of-turn model verdict)")
