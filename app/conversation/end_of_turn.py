@@ -96,9 +96,10 @@ class EndOfTurnPolicy(TurnState):
         return self.params.smart and self.params.barge_in and self._verdict is not None
 
     def _end_unsure(self, now_s: float) -> None:
-        """End by silence, but speech going on up to the long silence after the last word
-        still resumes the turn: a thinking pause the model was unsure of is not split in two
-        (the reply that started is withdrawn, as when a person goes on after an early end)."""
+        """End by silence, but speech that goes on before the reply is heard (and within the
+        long silence after the last word) still resumes the turn: a thinking pause the model
+        was unsure of is not split in two (the reply is withdrawn, as when a person goes on
+        after an early end). ``_closing_heard_reply`` shortens the window."""
         assert self._user_turn is not None
         closing = Closing(self._user_turn, self._onset_s, self._pause,
                           self._last_voiced_s + self.params.smart_long_silence_ms / 1000,
