@@ -10,11 +10,7 @@ from app.conversation import turns as t
 from app.events import ConversationState as S
 from app.vad.base import FRAME_S
 from tests.conversation import turn_script
-from tests.conversation.turn_script import QUIET, SPEECH, Script
-
-SMART = {"smart_endpoint": True, "speculative_start": False, "smart_pause_ms": 120.0,
-         "endpoint_silence_ms": 500.0, "smart_long_silence_ms": 1800.0,
-         "smart_threshold": 0.85, "smart_unfinished_threshold": 0.2}
+from tests.conversation.turn_script import QUIET, SMART, SPEECH, Script
 
 
 @pytest.fixture(autouse=True, params=[1, 4], ids=lambda n: f"{n}_frames_per_pump")

@@ -13,10 +13,9 @@ from app.events import ConversationState as S
 from app.vad.base import FRAME_S
 from tests.conversation import turn_script
 from tests.conversation.turn_script import QUIET, SPEECH, Script
+from tests.conversation.turn_script import SMART as SMART_DEFAULTS
 
-SMART = {"smart_endpoint": True, "speculative_start": False, "smart_pause_ms": 120.0,
-         "endpoint_silence_ms": 500.0, "smart_long_silence_ms": 1800.0,
-         "smart_threshold": 0.85, "smart_unfinished_threshold": 0.3}
+SMART = {**SMART_DEFAULTS, "smart_unfinished_threshold": 0.3}  # the setting's default
 
 
 @pytest.fixture(autouse=True, params=[1, 4], ids=lambda n: f"{n}_frames_per_pump")

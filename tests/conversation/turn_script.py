@@ -15,6 +15,10 @@ from app.vad.base import FRAME_S, VadFrame
 from app.vad.sound import SoundBlock
 
 SPEECH, QUIET = 0.9, 0.05
+# the end-of-turn model on, with round numbers (test_smart_endpoint.py, test_unsure_end.py)
+SMART = {"smart_endpoint": True, "speculative_start": False, "smart_pause_ms": 120.0,
+         "endpoint_silence_ms": 500.0, "smart_long_silence_ms": 1800.0,
+         "smart_threshold": 0.85, "smart_unfinished_threshold": 0.2}
 BLOCK_S = 0.01  # a sound block
 FRAMES_PER_PUMP = 1
 
