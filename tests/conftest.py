@@ -36,3 +36,29 @@ def hugging_face_flags_restored(monkeypatch: pytest.MonkeyPatch):
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The package build (minutes) runs last, after the quick feedback of everything else."""
     items.sort(key=lambda item: item.get_closest_marker("package") is not None)
+
+
+# What the suite writes to the temp folder at its peak: the one-folder bundle (~0.8 GiB, built
+# once and deleted), and the download tests, which refuse (as the app does) when less than the
+# 1 GiB reserve would be left after their few KiB.
+TEMP_NEEDED_BYTES = 5 << 29  # 2.5 GiB
+
+
+def _temp_free_bytes() -> int:
+    import shutil
+    import tempfile
+
+    return shutil.disk_usage(tempfile.gettempdir()).free
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """A full temp folder fails a dozen unrelated tests (downloads refused, the bundle build's
+    ENOSPC); say so at the end of the log, where CI's excerpt shows it."""
+    free = _temp_free_bytes()
+    if free < TEMP_NEEDED_BYTES:
+        import tempfile
+
+        terminalreporter.write_line(
+            f"note: only {free / (1 << 30):.1f} GiB free in {tempfile.gettempdir()} (the suite "
+            f"needs about {TEMP_NEEDED_BYTES / (1 << 30):.1f} GiB): failures of the download "
+            "tests and the bundle build may be the disk, not the code", yellow=True)
