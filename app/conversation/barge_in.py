@@ -7,7 +7,9 @@ the pipeline at once) and the state is INTERRUPTED until the VAD confirms the on
 starts the new turn with its pre-roll.
 
 The duck comes at the first voiced frame; if the speech is not confirmed (a cough, a door, or a
-burst of echo the canceller let through) the volume comes back and the reply carries on. Every
+burst of echo the canceller let through) the volume comes back and the reply carries on. To
+stop the reply, speech the sound gate did not hear over the echo bound needs one frame the VAD
+is sure of (``CONFIDENT_PROBABILITY``): the canceller's residue of the reply scores lower. Every
 such duck-and-restore, and every barge-in that stopped a reply but then turned out not to be
 speech (no onset followed), is a *false interruption*. While the echo canceller is still
 warming up (``echo_guard``) speech during a reply only ducks it: it is confirmed once the
@@ -43,6 +45,11 @@ SOUND_GAP_S = 0.02  # a run of sound blocks may miss this much
 SOUND_WAIT_S = 0.3  # a duck on sound alone waits this long for the VAD
 WEAK_PROBABILITY = 0.15  # weakly voiced: the VAD's probability on rain stays under this
 WEAK_FRAMES = 3
+# Over a reply, with no sound over the echo bound, the VAD must be this sure of one frame: the
+# canceller's residue of a reply's syllable scored 0.49-0.55 for three frames and stopped its
+# own reply; the people's barge-ins of the corpus without such sound had a frame at 0.80 or
+# more (BENCHMARKS.md, turn-taking, 2026-11-26 fourth session).
+CONFIDENT_PROBABILITY = 0.7
 
 
 class BargeInPolicy(TurnState):
@@ -128,7 +135,8 @@ class BargeInPolicy(TurnState):
                 return
             self._set_duck(self._reply_audible)
             spoken_ms = (self._episode_end_s - onset) * 1000
-            if not echo_guard and spoken_ms + 1e-6 >= self.params.barge_in_min_speech_ms:
+            if (not echo_guard and spoken_ms + 1e-6 >= self.params.barge_in_min_speech_ms
+                    and self._convincing(onset)):
                 self._interrupted_turn = self._reply_turn or 0
                 self._interrupt(onset, now_s, "speech")
                 self._interrupted = True
@@ -139,6 +147,13 @@ class BargeInPolicy(TurnState):
             self._start_turn(onset, onset - self.params.pre_roll_ms / 1000)
             self._last_voiced_s = update.last_voiced_s or update.end_s
 
+    def _convincing(self, onset_s: float) -> bool:
+        """Enough to stop the reply: the VAD sure of one frame of this speech, or the sound gate
+        hearing sound over the echo bound in it (up to a run's gap before the VAD's onset).
+        Otherwise the speech only ducks the reply, which comes back if it stops."""
+        heard_sound = self._sound_end_s >= onset_s - SOUND_GAP_S - 1e-9
+        return heard_sound or self._episode_peak >= CONFIDENT_PROBABILITY
+
     def _episode_onset(self, update: VadUpdate) -> float:
         """Onset of the speech this voiced frame belongs to: speech that starts again within
         ``DIP_TOLERANCE_S`` of earlier speech continues it (a dip in the VAD's probability
@@ -148,6 +163,9 @@ class BargeInPolicy(TurnState):
         if (self._episode_start_s is not None
                 and start - self._episode_end_s <= DIP_TOLERANCE_S + 1e-9):
             start = min(start, self._episode_start_s)
+        else:
+            self._episode_peak = 0.0
+        self._episode_peak = max(self._episode_peak, update.probability)
         self._episode_start_s = start
         self._episode_end_s = max(update.last_voiced_s or update.end_s, start)
         return start

@@ -400,3 +400,37 @@ def test_a_duck_left_over_an_app_pause_is_given_back_from_the_first_frame_after_
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
     assert rows(s.of(t.FalseInterruption)) == expect(
         [("FalseInterruption", 1, 36 * FRAME_S, s.pumped_at(37), False)])
+
+
+def test_residue_the_vad_is_unsure_of_only_ducks_the_reply() -> None:
+    """The canceller's residue of a reply's syllable scored 0.52, 0.49, 0.55 and stopped its
+    own reply (an unattended echo room): with no sound over the echo bound, stopping the reply
+    takes a frame the VAD is sure of."""
+    s = replying().frames(0.52, 1).frames(0.49, 1).frames(0.55, 2)  # 128 ms
+    assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.ReplyInterrupted)
+    s.frames(QUIET, 5)
+    [false] = s.of(t.FalseInterruption)
+    assert not false.reply_stopped and s.of(t.DuckSet)[-1] == t.DuckSet(False)
+    assert s.controller.state == S.SPEAKING and len(s.of(t.TurnStarted)) == 1
+
+
+@pytest.mark.parametrize("peak", [0.69, 0.7])
+def test_one_frame_the_vad_is_sure_of_stops_it(peak: float) -> None:
+    s = replying().frames(0.55, 1).frames(peak, 1).frames(0.55, 1)
+    assert bool(s.of(t.ReplyInterrupted)) == (peak >= 0.7)
+    s.frames(0.55, 1)
+    assert bool(s.of(t.ReplyInterrupted)) == (peak >= 0.7)  # the peak is the episode's
+
+
+def test_a_dip_keeps_the_episodes_peak_and_new_speech_starts_afresh() -> None:
+    s = replying().frames(0.9, 1).frames(QUIET, 3).frames(0.55, 3)  # a 96 ms dip: one episode
+    assert s.of(t.ReplyInterrupted)
+    s = replying().frames(0.9, 1).frames(QUIET, 6).frames(0.55, 4)  # 192 ms: new speech
+    assert not s.of(t.ReplyInterrupted)
+
+
+def test_sound_over_the_echo_bound_lets_an_unsure_vad_stop_the_reply() -> None:
+    s = replying().blocks(True, 2)
+    s.sound = True
+    s.frames(0.55, 3)
+    assert s.of(t.ReplyInterrupted)
