@@ -434,3 +434,16 @@ def test_sound_over_the_echo_bound_lets_an_unsure_vad_stop_the_reply() -> None:
     s.sound = True
     s.frames(0.55, 3)
     assert s.of(t.ReplyInterrupted)
+
+
+@pytest.mark.parametrize(("sound_blocks", "stops"), [(2, True), (1, False)])
+def test_sound_counts_up_to_a_runs_gap_before_the_vads_onset(sound_blocks: int,
+                                                               stops: bool) -> None:
+    """Sound that may hold echo (not echo-free), ending 20 ms (or 30 ms) before the frame
+    where the VAD's speech begins (1.12 s), with the VAD unsure of every frame."""
+    s = replying()
+    s.echo_free = False
+    s.blocks(True, sound_blocks).blocks(False, 2 - sound_blocks)  # sound until 1.10 or 1.09 s
+    s.sound = False
+    s.frames(QUIET, 1).frames(0.55, 3)
+    assert bool(s.of(t.ReplyInterrupted)) == stops
