@@ -44,21 +44,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 TEMP_NEEDED_BYTES = 5 << 29  # 2.5 GiB
 
 
-def _temp_free_bytes() -> int:
-    import shutil
-    import tempfile
-
-    return shutil.disk_usage(tempfile.gettempdir()).free
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """A full temp folder fails a dozen unrelated tests (downloads refused, the bundle build's
     ENOSPC); say so at the end of the log, where CI's excerpt shows it."""
-    free = _temp_free_bytes()
-    if free < TEMP_NEEDED_BYTES:
-        import tempfile
+    import tempfile
+    from pathlib import Path
 
+    from app.download_progress import format_bytes
+    from app.model_store import free_disk_bytes
+
+    temp = Path(tempfile.gettempdir())
+    free = free_disk_bytes(temp)
+    if free < TEMP_NEEDED_BYTES:
         terminalreporter.write_line(
-            f"note: only {free / (1 << 30):.1f} GiB free in {tempfile.gettempdir()} (the suite "
-            f"needs about {TEMP_NEEDED_BYTES / (1 << 30):.1f} GiB): failures of the download "
-            "tests and the bundle build may be the disk, not the code", yellow=True)
+            f"note: only {format_bytes(free)} free in {temp} (the suite needs about "
+            f"{format_bytes(TEMP_NEEDED_BYTES)}): failures of the download tests and the bundle "
+            "build may be the disk, not the code", yellow=True)
