@@ -56,11 +56,7 @@ class EndOfTurnPolicy(TurnState):
     def _end_early(self, now_s: float, waited: bool = True) -> None:
         """End the turn on the model's verdict; speech going on may still take it back.
         ``waited``: at the warm-up silence, not at the verdict."""
-        assert self._user_turn is not None
-        closing = Closing(self._user_turn, self._onset_s, self._pause,
-                          self._last_voiced_s + self.params.endpoint_silence_ms / 1000)
-        self._end_turn(self._last_voiced_s, now_s, "model", waited)
-        self._closing = closing
+        self._end_open(now_s, self.params.endpoint_silence_ms, waited=waited, unsure=False)
 
     def _smart_pause(self, update: VadUpdate, now_s: float) -> bool:
         """Ask the model once per pause; end by silence at the short silence unless the model
@@ -100,11 +96,16 @@ class EndOfTurnPolicy(TurnState):
         long silence after the last word) still resumes the turn: a thinking pause the model
         was unsure of is not split in two (the reply is withdrawn, as when a person goes on
         after an early end). ``_closing_heard_reply`` shortens the window."""
+        self._end_open(now_s, self.params.smart_long_silence_ms, waited=False, unsure=True)
+
+    def _end_open(self, now_s: float, window_ms: float, *, waited: bool, unsure: bool) -> None:
+        """End the turn by the model's verdict (or by silence when ``unsure``), keeping it open:
+        speech that begins within ``window_ms`` of its last word resumes it."""
         assert self._user_turn is not None
         closing = Closing(self._user_turn, self._onset_s, self._pause,
-                          self._last_voiced_s + self.params.smart_long_silence_ms / 1000,
-                          until_reply=True)
-        self._end_turn(self._last_voiced_s, now_s, resumable=True)
+                          self._last_voiced_s + window_ms / 1000, until_reply=unsure)
+        self._end_turn(self._last_voiced_s, now_s, "silence" if unsure else "model", waited,
+                       resumable=unsure)
         self._closing = closing
 
     def _finished(self) -> bool:

@@ -36,6 +36,7 @@ def test_the_turn_ends_at_the_endpoint_silence_but_may_still_go_on() -> None:
     assert ended.decided_by == "silence" and ended.model_probability == pytest.approx(0.7)
     assert ended.endpoint_s - ended.user_end_s == pytest.approx(0.5, abs=FRAME_S)
     assert ended.resumable and not ended.final  # the pipeline keeps the turn's audio
+    assert ended.waited_for_canceller is False  # no "finished" was held
 
 
 def test_going_on_before_the_reply_is_heard_resumes_the_turn() -> None:
