@@ -227,8 +227,12 @@ class TurnSettings(_Group):
         "always_listening", description="Always listening, or push-to-talk (hold a key)."
     )
     barge_in: bool = Field(True, description="Talking over a reply stops it.")
+    # 64 (two VAD frames; was 96): on the real-speech corpus every stop came 30 ms sooner
+    # (silent at the speaker 150 -> 120 ms median) with the same self-interruptions over 119
+    # unattended echo-room replies and no new false interruption; 32 lost a stop and
+    # self-interrupted once more (BENCHMARKS.md, turn-taking, 2026-11-26 fifth session).
     barge_in_min_speech_ms: int = Field(
-        96,
+        64,
         ge=0,
         le=1000,
         description="Speech needed to confirm a barge-in; shorter sounds only duck the reply.",

@@ -11,7 +11,7 @@ from app.settings import ListenMode, Settings
 class TurnParams:
     mode: ListenMode = "always_listening"
     barge_in: bool = True
-    barge_in_min_speech_ms: float = 96.0
+    barge_in_min_speech_ms: float = 64.0
     pre_roll_ms: float = 300.0
     speculative_start: bool = True
     speculative_pause_ms: float = 150.0

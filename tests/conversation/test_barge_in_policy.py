@@ -26,7 +26,7 @@ def replying() -> Script:
 
 
 def test_a_cough_ducks_the_reply_then_restores_it_and_counts_a_false_interruption() -> None:
-    s = replying().frames(SPEECH, 2)
+    s = replying().frames(SPEECH, 1)  # shorter than the barge-in's confirmation (64 ms)
     assert s.of(t.DuckSet) == [t.DuckSet(True)]  # at the first voiced frame
     s.frames(QUIET, 4)  # 128 ms: maybe a dip inside speech, still ducked
     assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.FalseInterruption)
@@ -108,10 +108,10 @@ def test_a_dip_while_ducked_keeps_the_speech_and_its_onset() -> None:
 
 
 def test_speech_after_a_longer_quiet_is_new_speech() -> None:
-    s = replying().frames(SPEECH, 2).frames(QUIET, 5).frames(SPEECH, 3)
+    s = replying().frames(SPEECH, 1).frames(QUIET, 5).frames(SPEECH, 3)
     assert len(s.of(t.FalseInterruption)) == 1
     [interrupted] = s.of(t.ReplyInterrupted)
-    assert interrupted.onset_s == pytest.approx((34 + 7) * FRAME_S)
+    assert interrupted.onset_s == pytest.approx((34 + 6) * FRAME_S)
 
 
 # ---- sound first (issue 14): the sound gate's 10 ms blocks before the VAD's frames ----------
@@ -270,9 +270,9 @@ def test_speech_stops_the_reply_once_it_has_lasted_the_barge_in_speech(
 
 
 def test_a_cough_and_a_stopped_reply_are_false_interruptions_with_their_times() -> None:
-    s = replying().frames(SPEECH, 2).frames(QUIET, 5)  # a cough: ducked, given back
+    s = replying().frames(SPEECH, 1).frames(QUIET, 5)  # a cough: ducked, given back
     assert rows(s.of(t.FalseInterruption)) == expect(
-        [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(41), False)])
+        [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(40), False)])
     s = replying().frames(SPEECH, 4).frames(QUIET, 6)  # stopped, then no turn
     assert rows(s.of(t.FalseInterruption)) == expect(
         [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(43), True)])
@@ -300,7 +300,7 @@ def test_sound_ducks_only_an_audible_reply() -> None:
 
 
 def test_after_a_cough_was_given_back_sound_ducks_the_reply_again() -> None:
-    s = replying().frames(SPEECH, 2).frames(QUIET, 5)
+    s = replying().frames(SPEECH, 1).frames(QUIET, 5)
     assert len(s.of(t.FalseInterruption)) == 1
     s.blocks(True, 2)
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False), t.DuckSet(True)]
@@ -336,7 +336,7 @@ def test_a_cough_while_the_engine_thinks_leaves_sound_free_to_duck_the_reply() -
     """A cough the VAD scored as speech while nothing was audible yet ducked nothing, but its
     episode stayed open, and sound never ducked the reply that followed (``_may_duck``)."""
     s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)  # responding
-    s.frames(SPEECH, 2).frames(QUIET, 10)  # a 64 ms cough, then quiet
+    s.frames(SPEECH, 1).frames(QUIET, 10)  # a 32 ms cough, then quiet
     assert not s.of(t.DuckSet) and not s.of(t.FalseInterruption)
     s.call("reply_audible", 1).blocks(True, 2)
     assert s.of(t.DuckSet) == [t.DuckSet(True)]
@@ -394,12 +394,12 @@ def test_a_duck_left_over_an_app_pause_is_given_back_from_the_first_frame_after_
     """An app pause (``set_paused``) makes the VAD forget what it heard, the speech that ducked
     the reply included: the first quiet frame after it gives the reply back, counted from that
     frame (the speech's own onset is gone)."""
-    s = replying().frames(SPEECH, 2)  # ducked
+    s = replying().frames(SPEECH, 1)  # ducked
     s.call("set_paused", True).call("set_paused", False)
     s.frames(QUIET, 1)
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
     assert rows(s.of(t.FalseInterruption)) == expect(
-        [("FalseInterruption", 1, 36 * FRAME_S, s.pumped_at(37), False)])
+        [("FalseInterruption", 1, 35 * FRAME_S, s.pumped_at(36), False)])
 
 
 def test_residue_the_vad_is_unsure_of_only_ducks_the_reply() -> None:

@@ -185,7 +185,7 @@ def test_a_short_noise_during_a_reply_is_a_counted_false_interruption() -> None:
     rate = 16000
     pcm = np.zeros(int(4.0 * rate), np.float32)
     pcm[int(0.3 * rate):int(0.9 * rate)] = 0.3 * np.sin(np.arange(int(0.6 * rate)) * 0.15)
-    pcm[int(1.8 * rate):int(1.85 * rate)] = 0.3  # a 50 ms knock while the reply plays
+    pcm[int(1.8 * rate):int(1.82 * rate)] = 0.3  # a 20 ms knock (one VAD frame) over the reply
     result = run_simulation(
         PLAIN.with_value("engine.speculative_start", False)
         .with_value("echo.mode", "headset"), EchoEngine(), SimulatedMicrophone(pcm, rate),

@@ -172,10 +172,10 @@ def test_while_the_canceller_warms_up_speech_over_an_early_reply_must_last_to_re
     s = smart(smart_warmup_silence_ms=300.0)
     s.settled = False
     s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97)
-    s.frames(QUIET, 4).call("reply_audible", 1).frames(SPEECH, 2)
-    assert not s.of(t.TurnResumed)  # 64 ms
+    s.frames(QUIET, 4).call("reply_audible", 1).frames(SPEECH, 1)
+    assert not s.of(t.TurnResumed)  # 32 ms
     s.frames(SPEECH, 1)
-    [resumed] = s.of(t.TurnResumed)  # 96 ms: the person goes on
+    [resumed] = s.of(t.TurnResumed)  # 64 ms (a barge-in's confirmation): the person goes on
     assert resumed.resumed_s == pytest.approx(30 * FRAME_S)
 
 

@@ -79,14 +79,14 @@ def test_barge_in_ducks_then_interrupts_then_starts_the_new_turn_with_its_onset(
     s.call("reply_audible", 1).frames(QUIET, 5)
     s.frames(SPEECH, 1)
     assert s.of(t.DuckSet) == [t.DuckSet(True)] and not s.of(t.ReplyInterrupted)
-    s.frames(SPEECH, 2)  # 3 frames = 96 ms of speech
+    s.frames(SPEECH, 1)  # 2 frames = 64 ms of speech
     interrupted = s.of(t.ReplyInterrupted)[0]
     assert interrupted.turn_id == 1 and interrupted.cause == "speech"
     assert interrupted.was_audible and interrupted.onset_s == pytest.approx(34 * FRAME_S)
-    assert interrupted.detected_s == pytest.approx(s.pumped_at(37))
+    assert interrupted.detected_s == pytest.approx(s.pumped_at(36))
     assert s.of(t.DuckSet) == [t.DuckSet(True)]  # it fades out from the ducked level
     assert s.states()[-1] == S.INTERRUPTED
-    s.frames(SPEECH, 5)  # onset confirmed at 250 ms
+    s.frames(SPEECH, 6)  # onset confirmed at 250 ms
     new = s.of(t.TurnStarted)[-1]
     assert new.turn_id == 2 and new.onset_s == pytest.approx(34 * FRAME_S)
     assert new.audio_from_s == pytest.approx(34 * FRAME_S - 0.3)
@@ -97,7 +97,7 @@ def test_barge_in_ducks_then_interrupts_then_starts_the_new_turn_with_its_onset(
 
 def test_a_short_sound_during_a_reply_only_ducks_it() -> None:
     s = Script(speculative_start=False).frames(SPEECH, 12).frames(QUIET, 17)
-    s.call("reply_audible", 1).frames(SPEECH, 2).frames(QUIET, 5)
+    s.call("reply_audible", 1).frames(SPEECH, 1).frames(QUIET, 5)
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(False)]
     assert not s.of(t.ReplyInterrupted) and s.states()[-1] == S.SPEAKING
 
