@@ -229,8 +229,9 @@ class TurnSettings(_Group):
     barge_in: bool = Field(True, description="Talking over a reply stops it.")
     # 64 (two VAD frames; was 96): on the real-speech corpus every stop came 30 ms sooner
     # (silent at the speaker 150 -> 120 ms median) with the same self-interruptions over 119
-    # unattended echo-room replies and no new false interruption; 32 lost a stop and
-    # self-interrupted once more (BENCHMARKS.md, turn-taking, 2026-11-26 fifth session).
+    # unattended echo-room replies and, by silence, the same false interruptions (with the
+    # end-of-turn model two more, in one room); 32 lost a stop and self-interrupted once more
+    # (BENCHMARKS.md, turn-taking, 2026-11-26 fifth session).
     barge_in_min_speech_ms: int = Field(
         64,
         ge=0,
