@@ -103,6 +103,25 @@ def test_the_quick_bench_runs_every_measure_on_real_speech() -> None:
     assert any(line.startswith("| clean_16k |") for line in lines)
 
 
+def test_the_unattended_sessions_say_where_a_reply_interrupted_itself() -> None:
+    quick = scenarios.build_scenarios(quick=True)[:1]
+    selfs = scenarios.self_interruption_scenarios(1)[:2]
+    figures = bench.run_bench(quick, selfs)
+    unattended = figures["echo_rooms_unattended"]
+    where = unattended["where"]
+    assert sum(w["self_interruptions"] for w in where) == unattended["self_interruptions"]
+    assert sum(w["false_turns"] for w in where) == unattended["false_turns"]
+    assert {w["session"] for w in where} <= {s.name.removeprefix("self_") for s in selfs}
+    figures["echo_rooms_unattended"] = unattended | {"where": [
+        {"session": "RT60 0.8 s, 0.5 m, 0 dB, clipping_2", "self_interruptions": 1,
+         "false_turns": 0}]}
+    lines: list[str] = []
+    bench.print_figures(figures, lines.append)
+    assert "  self-interrupted in RT60 0.8 s, 0.5 m, 0 dB, clipping_2: 1 self-interruption(s), " \
+           "0 false turn(s)" in lines
+    assert not any("where" in line for line in lines)
+
+
 def test_a_talkers_room_noise_is_there_before_they_speak() -> None:
     """Clips used to start with their own background in digital silence: a noise onset 40-300
     ms before every first word that no room has (and that the sound gate would take for an

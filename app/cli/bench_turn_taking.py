@@ -150,9 +150,14 @@ def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
         figures = run_scenario(scenario, overrides)
         rows[scenario.name] = scenario_row(figures, endpoint_silence_ms)
         total.merge(figures)
-    echo_replies = Figures()
+    echo_replies, where = Figures(), []
     for scenario in selfs:
-        echo_replies.merge(run_scenario(scenario, overrides))
+        figures = run_scenario(scenario, overrides)
+        if figures.self_interruptions or figures.false_turns:  # which room, which session
+            where.append({"session": scenario.name.removeprefix("self_"),
+                          "self_interruptions": figures.self_interruptions,
+                          "false_turns": figures.false_turns})
+        echo_replies.merge(figures)
     overall: dict[str, Any] = {
         name: summarise(getattr(total, name)) for name in
         ("detection_ms", "to_20db_ms", "to_silence_ms", "audio_start_ms", "turn_end_ms")}
@@ -168,7 +173,7 @@ def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
                "self_interruptions": echo_replies.self_interruptions,
                "false_interruptions": echo_replies.false_interruptions,
                "false_turns": echo_replies.false_turns, "missed": echo_replies.missed,
-               "replies_withdrawn": echo_replies.replies_withdrawn}
+               "replies_withdrawn": echo_replies.replies_withdrawn, "where": where}
     return {"scenarios": rows, "overall": overall, "echo_rooms_unattended": replies,
             "wall_s": round(time.perf_counter() - started, 1), "_total": total}
 
@@ -241,7 +246,10 @@ def print_figures(figures: dict[str, Any], out: Callable[[str], None]) -> None:
                                         if not isinstance(v, dict)))
     unattended = figures["echo_rooms_unattended"]
     out("echo rooms, nobody talking over the replies: " + ", ".join(
-        f"{k} {v}" for k, v in unattended.items()))
+        f"{k} {v}" for k, v in unattended.items() if k != "where"))
+    for case in unattended["where"]:
+        out(f"  self-interrupted in {case['session']}: {case['self_interruptions']} "
+            f"self-interruption(s), {case['false_turns']} false turn(s)")
     out(f"targets: 20 dB down ≤ {TARGETS['to_20db_ms']:.0f} ms, silent ≤ "
         f"{TARGETS['to_silence_ms']:.0f} ms, turn audio ≤ {TARGETS['audio_start_ms']:.0f} ms "
         f"after the true onset, turn end ≤ endpoint silence + {TURN_END_MARGIN_MS:.0f} ms, no "
