@@ -79,8 +79,9 @@ class EndOfTurnPolicy(TurnState):
             return True
         if (silence_ms >= self.params.endpoint_silence_ms
                 and not (self.params.smart and self._waits_for_more())):
-            if self._unsure():
-                self._end_unsure(now_s)
+            if self._unsure():  # not split only because the answer was not audible yet
+                self._end_open(now_s, self.params.smart_long_silence_ms, waited=False,
+                               unsure=True)
             else:
                 self._end_turn(self._last_voiced_s, now_s)
                 self._restart_vad()
@@ -91,21 +92,17 @@ class EndOfTurnPolicy(TurnState):
         """The model answered for this pause, between "not finished" and "finished"."""
         return self.params.smart and self.params.barge_in and self._verdict is not None
 
-    def _end_unsure(self, now_s: float) -> None:
-        """End by silence, but speech that goes on before the reply is heard (and within the
-        long silence after the last word) still resumes the turn: a thinking pause the model
-        was unsure of is not split in two (the reply is withdrawn, as when a person goes on
-        after an early end). ``_closing_heard_reply`` shortens the window."""
-        self._end_open(now_s, self.params.smart_long_silence_ms, waited=False, unsure=True)
-
     def _end_open(self, now_s: float, window_ms: float, *, waited: bool, unsure: bool) -> None:
         """End the turn by the model's verdict (or by silence when ``unsure``), keeping it open:
-        speech that begins within ``window_ms`` of its last word resumes it."""
+        speech that begins within ``window_ms`` of its last word resumes it (the reply is
+        withdrawn). An unsure end's window also closes once its reply is heard
+        (``_closing_heard_reply``): a thinking pause the model was unsure of is not split in
+        two only because the answer was not audible yet."""
         assert self._user_turn is not None
         closing = Closing(self._user_turn, self._onset_s, self._pause,
                           self._last_voiced_s + window_ms / 1000, until_reply=unsure)
         self._end_turn(self._last_voiced_s, now_s, "silence" if unsure else "model", waited,
-                       resumable=unsure)
+                       resumable=True)
         self._closing = closing
 
     def _finished(self) -> bool:

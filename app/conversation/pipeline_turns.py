@@ -144,7 +144,7 @@ class PipelineTurns:
                 self._deliver(route, event, ready_s)
         else:
             self._respond(UserTurn(a.turn_id, self._turn_feed.audio()), held=False)
-        if a.final:  # an early end keeps the audio: the turn may go on (TurnResumed)
+        if a.final:  # an open end keeps the audio: the turn may go on (TurnResumed)
             self._turn_feed.end()
 
     def _on_turn_resumed(self, a: t.TurnResumed) -> None:

@@ -37,15 +37,14 @@ class TurnEnded:
     # the model's "finished" waited for ``smart_warmup_silence_ms``: the echo canceller was
     # still learning the room
     waited_for_canceller: bool = False
-    # ended by silence while the model was unsure (between its two thresholds): speech going
-    # on within ``smart_long_silence_ms`` of the last word still resumes the turn
+    # speech going on may still take this end back (``TurnResumed``): an early end by the
+    # model, or an end by silence the model was unsure of (between its two thresholds)
     resumable: bool = False
 
     @property
     def final(self) -> bool:
-        """False for an early end by the model, or an end by silence the model was unsure of,
-        which speech going on may take back (``TurnResumed``)."""
-        return self.decided_by != "model" and not self.resumable
+        """No speech going on can take this end back."""
+        return not self.resumable
 
 
 @dataclass(frozen=True)
