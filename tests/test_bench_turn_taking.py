@@ -117,7 +117,7 @@ def test_the_unattended_sessions_say_where_a_reply_interrupted_itself() -> None:
          "false_turns": 0}]}
     lines: list[str] = []
     bench.print_figures(figures, lines.append)
-    assert "  self-interrupted in RT60 0.8 s, 0.5 m, 0 dB, clipping_2: 1 self-interruption(s), " \
+    assert "  unattended session RT60 0.8 s, 0.5 m, 0 dB, clipping_2: 1 self-interruption(s), " \
            "0 false turn(s)" in lines
     assert not any("where" in line for line in lines)
 

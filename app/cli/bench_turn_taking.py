@@ -248,7 +248,7 @@ def print_figures(figures: dict[str, Any], out: Callable[[str], None]) -> None:
     out("echo rooms, nobody talking over the replies: " + ", ".join(
         f"{k} {v}" for k, v in unattended.items() if k != "where"))
     for case in unattended["where"]:
-        out(f"  self-interrupted in {case['session']}: {case['self_interruptions']} "
+        out(f"  unattended session {case['session']}: {case['self_interruptions']} "
             f"self-interruption(s), {case['false_turns']} false turn(s)")
     out(f"targets: 20 dB down ≤ {TARGETS['to_20db_ms']:.0f} ms, silent ≤ "
         f"{TARGETS['to_silence_ms']:.0f} ms, turn audio ≤ {TARGETS['audio_start_ms']:.0f} ms "

@@ -66,7 +66,7 @@ class EndOfTurnPolicy(TurnState):
         if self._asked_pause != self._pause and silence >= self.params.smart_pause_ms:
             self._asked_pause = self._pause
             self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s,
-                                               self._last_voiced_s))
+                                               max(self._heard_end_s, self._last_voiced_s)))
             return False
         return self._end_if_due(silence, now_s)
 

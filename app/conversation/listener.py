@@ -117,7 +117,7 @@ class Listener:
             power = 0.0 if deaf else float(np.mean(np.square(block, dtype=np.float64)))
             sound = self.sound_gate.block(power, echo_power)
             self._sound.append(SoundBlock(start_s, start_s + BLOCK_SAMPLES / SAMPLE_RATE_HZ,
-                                          sound, echo_power <= 0.0))
+                                          sound, echo_power <= 0.0, power))
             self._block_start = start + BLOCK_SAMPLES
 
     def _score_frames(self) -> list[VadFrame]:

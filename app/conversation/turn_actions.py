@@ -64,7 +64,9 @@ class EndpointQuery:
     turn_id: int
     pause: int  # the pause's number within the turn
     t_s: float
-    speech_end_s: float  # the end of the last voiced VAD frame before the pause
+    # the end of the last voiced VAD frame before the pause (what the model hears: the
+    # silence counts from the level's end, up to 64 ms sooner, see app.vad.sound.SpeechEnd)
+    speech_end_s: float
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from app.conversation.turn_actions import (
 from app.conversation.turn_params import TurnParams
 from app.events import ConversationState
 from app.vad.base import Segmenter, VadParams, VadState, VadUpdate
+from app.vad.sound import SpeechEnd
 
 State = ConversationState
 
@@ -55,7 +56,9 @@ class TurnState:
         self._next_turn_id = 1
         self._user_turn: int | None = None
         self._onset_s = 0.0
-        self._last_voiced_s = 0.0
+        self._last_voiced_s = 0.0  # where the turn's speech stopped (level-refined at a pause)
+        self._heard_end_s = 0.0  # ... and the end of the VAD's last voiced frame
+        self._speech_end = SpeechEnd()  # every sound block's level
         self._paused = False
         self._speculating = False
         self._pressed = False

@@ -12,7 +12,9 @@ rules live only here:
   A hangover of at most ``HANGOVER_FRAMES`` frames under ``threshold`` (but over the lower
   one) at the end of speech is the model's probability trailing off, not speech: the silence
   is counted from before it, so the hangover does not add to the endpoint silence. (A longer
-  run of such frames is quiet speech, and counts.)
+  run of such frames is quiet speech, and counts.) Frames at ``threshold`` trail the end of
+  speech too: the turn controller moves the end back to where the level fell
+  (``end_speech_at``, :class:`app.vad.sound.SpeechEnd`).
 """
 
 from __future__ import annotations
@@ -115,6 +117,18 @@ class Segmenter:
         self.state = VadState.SPEAKING
         self._onset_s, self._last_voiced_s = onset_s, last_voiced_s
         self._last_strong_s, self._weak_frames = last_voiced_s, 0
+
+    def end_speech_at(self, end_s: float) -> None:
+        """During a pause, speech is known (from its level) to have stopped at ``end_s``,
+        inside the trailing voiced frames: the silence counts from there (never later than the
+        last voiced frame, never before the onset)."""
+        if (self.state == VadState.STOPPING and self._last_voiced_s is not None
+                and self._onset_s is not None):
+            self._last_voiced_s = max(min(end_s, self._last_voiced_s), self._onset_s)
+
+    @property
+    def last_voiced_s(self) -> float | None:
+        return self._last_voiced_s
 
     def step(self, frame: VadFrame) -> VadUpdate:
         return self.update(frame.probability, frame.start_s, frame.end_s)

@@ -10,6 +10,15 @@ sound however loud it is; measured on the corpus's rain, no run of two sound blo
 and the first two-block run 1-51 ms after the labelled onset of its six talkers) and
 ``ECHO_MARGIN_DB`` over the loudest echo of the speaker that can be in it now (``echo_power``,
 from the echo canceller; 0 where there is none).
+
+Where the words stopped (:class:`SpeechEnd`): silero's probability trails the end of speech by
+one to three 32 ms frames (on the real-speech corpus the VAD's last voiced frame ended a median
+54 ms after the labelled end, up to 115 ms in quiet rooms), and that lag added to every endpoint
+silence. At a pause the block levels say where the sound fell away: the end of the last block
+within ``END_RANGE_DB`` of the utterance's loudest and ``END_FLOOR_MARGIN_DB`` over the quietest
+30 ms of the last seconds. It may move the end back by at most ``END_MAX_SHIFT_S`` (the VAD
+heard speech up to its frame; the level only says where in the trailing frames it stopped), and
+not at all where no block stands clear of the floor (noise as loud as the words, or no levels).
 """
 
 from __future__ import annotations
@@ -24,6 +33,14 @@ FLOOR_WINDOW_S = 0.5
 FLOOR_MARGIN_DB = 12.0
 ECHO_MARGIN_DB = 6.0
 MIN_FLOOR_POWER = 1e-9  # -90 dBFS: digital silence is not a floor to be 12 dB over
+# 35 dB under the loudest 10 ms: the trailing frames of the corpus's words lose the VAD's lag
+# (turn ends 562 -> 546 ms median after the true end); 30 dB cut soft final consonants up to
+# the 64 ms bound (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth session)
+END_RANGE_DB = 35.0
+END_FLOOR_MARGIN_DB = 10.0
+END_MAX_SHIFT_S = 0.064  # two VAD frames
+END_HISTORY_BLOCKS = 100  # the last second: the utterance's loudest
+END_FLOOR_WINDOW_S = 3.0  # the quietest 30 ms of this long is the room's floor
 
 
 @dataclass(frozen=True)
@@ -34,6 +51,7 @@ class SoundBlock:
     end_s: float
     sound: bool
     echo_free: bool = True  # nothing the speaker played can be in it (no echo bound)
+    power: float = 0.0  # mean square; 0 where unknown (or deaf)
 
 
 class SoundGate:
@@ -60,3 +78,38 @@ class SoundGate:
         self._smoothed.append(float(np.mean(self._recent)))
         return bool(power > floor * 10 ** (FLOOR_MARGIN_DB / 10)
                     and power > echo_power * 10 ** (ECHO_MARGIN_DB / 10))
+
+
+class SpeechEnd:
+    """Block levels in capture order; ``end`` refines where speech stopped at a pause. Pure."""
+
+    def __init__(self) -> None:
+        self._recent: deque[float] = deque(maxlen=3)  # powers of the last 30 ms
+        self._smoothed: deque[float] = deque(maxlen=round(END_FLOOR_WINDOW_S * 100))
+        self._blocks: deque[tuple[float, float]] = deque(maxlen=END_HISTORY_BLOCKS)
+
+    def add(self, block: SoundBlock) -> None:
+        self._recent.append(block.power)
+        self._smoothed.append(float(np.mean(self._recent)))
+        self._blocks.append((block.end_s, block.power))
+
+    def end(self, last_voiced_s: float) -> float:
+        """Where speech stopped, given the end of the VAD's last voiced frame: never later,
+        at most ``END_MAX_SHIFT_S`` sooner."""
+        if not self._blocks:
+            return last_voiced_s
+        floor = max(min(self._smoothed), MIN_FLOOR_POWER)
+        peak = max(power for _, power in self._blocks)
+        if peak < floor * 10 ** (END_FLOOR_MARGIN_DB / 10):
+            return last_voiced_s  # nothing stands clear of the floor: the level cannot tell
+        threshold = max(floor * 10 ** (END_FLOOR_MARGIN_DB / 10),
+                        peak * 10 ** (-END_RANGE_DB / 10))
+        earliest_s = last_voiced_s - END_MAX_SHIFT_S
+        for end_s, power in reversed(self._blocks):
+            if end_s > last_voiced_s + 1e-9:
+                continue
+            if end_s <= earliest_s + 1e-9:
+                break
+            if power >= threshold:
+                return end_s
+        return earliest_s

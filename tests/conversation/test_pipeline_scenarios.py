@@ -29,6 +29,8 @@ from app.events import (
     UserTurnEnded,
 )
 from app.settings import Settings
+from app.vad.base import FRAME_S, FRAME_SAMPLES
+from app.vad.sound import END_MAX_SHIFT_S
 
 # End of turn by silence: these tests are about other things (the end-of-turn model has
 # its own tests in test_smart_endpoint.py and below).
@@ -476,7 +478,8 @@ def test_the_end_of_turn_model_hears_the_turn_up_to_the_last_word_and_the_tail(
     """Issue 23: with the silence after a sentence the model calls a half sentence finished
     ("... and faced |": 0.05 with 60 ms of silence after it, 0.97 with 150 ms), so it hears the
     turn up to the end of its last voiced frame plus ``vad.smart_tail_ms``, not the whole
-    pause it was asked at."""
+    pause it was asked at. (The turn's end, where the silence counts from, is where the level
+    fell within those frames: up to ``END_MAX_SHIFT_S`` sooner.)"""
     clip = speech("question")
     model = ListeningModel()
     settings = SMART_HEADSET.with_value("vad.smart_tail_ms", tail_ms)
@@ -486,4 +489,8 @@ def test_the_end_of_turn_model_hears_the_turn_up_to_the_last_word_and_the_tail(
     [record] = result.records
     [heard] = model.heard
     heard_until_s = record.user_audio_from_s + len(heard) / RATE
-    assert heard_until_s == pytest.approx(record.user_end_s + tail_ms / 1000, abs=1 / RATE)
+    last_frame_end_s = heard_until_s - tail_ms / 1000
+    assert last_frame_end_s / FRAME_S == pytest.approx(round(last_frame_end_s / FRAME_S),
+                                                       abs=1 / FRAME_SAMPLES)
+    assert record.user_end_s <= last_frame_end_s + 1e-9
+    assert last_frame_end_s - record.user_end_s <= END_MAX_SHIFT_S + 1e-9

@@ -456,3 +456,21 @@ def test_a_guarded_resume_leaves_sound_free_to_duck_the_next_reply() -> None:
     assert ended.endpoint_s == pytest.approx(s.now)
     s.call("reply_audible", 1).blocks(True, 2)
     assert s.of(t.DuckSet) == [t.DuckSet(True), t.DuckSet(True)]
+
+
+def test_the_model_is_asked_sooner_where_the_level_fell_and_hears_up_to_the_vads_frame() -> None:
+    """The silence counts from where the words' level fell (two frames before the VAD's end):
+    the model is asked 64 ms sooner, and hears the words up to the VAD's last voiced frame
+    (its verdicts were measured on that)."""
+    s = smart()
+    s.power = 1e-7
+    s.frames(QUIET, 10)
+    s.power = 1e-2
+    s.frames(SPEECH, 10)
+    s.power = 1e-7
+    s.frames(SPEECH, 2).frames(QUIET, 2)  # 128 ms after the level fell, 64 after the frames
+    [query] = s.of(t.EndpointQuery)
+    assert query.speech_end_s == pytest.approx(22 * FRAME_S)
+    s.call("endpoint_verdict", 1, 1, 0.93)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(20 * FRAME_S)

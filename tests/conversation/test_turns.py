@@ -467,3 +467,26 @@ def test_blocks_after_a_frame_are_taken_after_it() -> None:
         [VadFrame(34 * FRAME_S, 35 * FRAME_S, SPEECH)], 1.14, sound=blocks)]
     assert not s.of(t.TurnEnded)  # 500 ms after the speech ending at 0.64 s is 1.14 s
     assert s.controller.state == S.USER_SPEAKING
+
+
+@pytest.mark.parametrize("frames_per_pump", [1, 4])
+def test_the_silence_counts_from_where_the_level_fell_not_from_the_vads_trailing_frames(
+        frames_per_pump: int) -> None:
+    """Issue 14 (turn end ≤ endpoint silence + 100 ms): the VAD scores speech for two frames
+    after the words stopped (0.576 s); the level says so, and the turn ends 500 ms after the
+    words, not after the frames."""
+    s = Script(frames_per_pump, speculative_start=False)
+    s.power = 1e-7
+    s.frames(QUIET, 10)  # the room: -70 dBFS
+    s.power = 1e-2
+    s.frames(SPEECH, 8)  # words at -20 dBFS from 0.32 s to 0.576 s ...
+    s.power = 1e-7
+    s.frames(SPEECH, 2).frames(QUIET, 20)  # ... the VAD's frames trail them to 0.64 s
+    [ended] = s.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(0.576)
+    # at the block ending 1.08 s, in the frame to 1.088 s (without the level: 1.14 s, frame 36)
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(34))
+    quiet_room = Script(frames_per_pump, speculative_start=False).frames(QUIET, 10).frames(
+        SPEECH, 10).frames(QUIET, 20)  # no levels known: the VAD's end stands
+    [ended] = quiet_room.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(0.64)

@@ -36,6 +36,7 @@ class Script:
         self._pumped_at: dict[int, float] = {}  # frame count → time of the pump that took it
         self.sound = False  # what the sound gate says from now on (blocks go with the frames)
         self.echo_free = True  # no echo of the speaker can be in the sound (the gate says)
+        self.power = 0.0  # the blocks' level (mean square) from now on; 0: none known
         self._blocks = 0  # sound blocks handed over so far
 
     @property
@@ -60,7 +61,7 @@ class Script:
         self.sound = sound
         for _ in range(count):
             block = SoundBlock(self._blocks * BLOCK_S, (self._blocks + 1) * BLOCK_S, sound,
-                               self.echo_free)
+                               self.echo_free, self.power)
             self._blocks += 1
             self._keep(self.controller.on_frames([], block.end_s, echo_guard=self.guard,
                                                  echo_settled=self.settled, sound=[block]))
@@ -70,7 +71,7 @@ class Script:
         out = []
         while (self._blocks + 1) * BLOCK_S <= end_s + 1e-9:
             out.append(SoundBlock(self._blocks * BLOCK_S, (self._blocks + 1) * BLOCK_S,
-                                  self.sound, self.echo_free))
+                                  self.sound, self.echo_free, self.power))
             self._blocks += 1
         return out
 

@@ -80,3 +80,27 @@ def test_the_probability_trailing_off_does_not_add_to_the_endpoint_silence() -> 
     assert vad_updates(trailing)[35].last_voiced_s == pytest.approx(20 * FRAME_S)
     quiet_speech = [0.9] * 20 + [0.4] * 3 + [0.0] * 20
     assert events(quiet_speech)[-1] == (39, "endpoint")  # the three frames were speech
+
+
+def test_the_end_of_speech_moves_back_within_a_pause_only_and_never_before_the_onset() -> None:
+    """``end_speech_at`` (the level says where speech stopped): the silence counts from there;
+    never later than the VAD's own end, never before the onset, and only during a pause."""
+    segmenter = Segmenter()
+    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S)
+               for i, p in enumerate([0.9] * 20 + [0.0])]
+    assert updates[-1].event == "paused"
+    segmenter.end_speech_at(19 * FRAME_S)
+    assert segmenter.last_voiced_s == pytest.approx(19 * FRAME_S)
+    segmenter.end_speech_at(20 * FRAME_S)  # later than it was: not taken
+    assert segmenter.last_voiced_s == pytest.approx(19 * FRAME_S)
+    endpoint = [segmenter.update(0.0, i * FRAME_S, (i + 1) * FRAME_S) for i in range(21, 40)]
+    assert next(u for u in endpoint if u.event == "endpoint").end_s == pytest.approx(
+        35 * FRAME_S)  # 16 frames after frame 19's end, one frame sooner than without
+    speaking = Segmenter()
+    for i in range(10):
+        speaking.update(0.9, i * FRAME_S, (i + 1) * FRAME_S)
+    speaking.end_speech_at(5 * FRAME_S)  # not paused: speech goes on to its frame
+    assert speaking.last_voiced_s == pytest.approx(10 * FRAME_S)
+    speaking.update(0.0, 10 * FRAME_S, 11 * FRAME_S)
+    speaking.end_speech_at(-1.0)
+    assert speaking.last_voiced_s == pytest.approx(0.0)  # the onset

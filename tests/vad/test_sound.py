@@ -9,9 +9,14 @@ from app.cli.turn_corpus import load_corpus, looped
 from app.vad.sound import (
     BLOCK_SAMPLES,
     ECHO_MARGIN_DB,
+    END_FLOOR_MARGIN_DB,
+    END_MAX_SHIFT_S,
+    END_RANGE_DB,
     FLOOR_MARGIN_DB,
     MIN_FLOOR_POWER,
+    SoundBlock,
     SoundGate,
+    SpeechEnd,
 )
 
 
@@ -82,3 +87,47 @@ def test_sound_is_more_than_6_db_over_the_echo_it_may_hold() -> None:
 
 def test_without_an_echo_bound_any_sound_over_the_floor_counts() -> None:
     assert SoundGate().block(1e-3)  # -30 dBFS, no echo_power given
+
+
+# ---- where the words stopped (SpeechEnd) ---------------------------------------------------
+
+def speech_end_of(powers: list[float]) -> SpeechEnd:
+    """10 ms blocks with these mean squares, from time 0."""
+    finder = SpeechEnd()
+    for i, power in enumerate(powers):
+        finder.add(SoundBlock(i * 0.01, (i + 1) * 0.01, False, True, power))
+    return finder
+
+
+def test_the_end_is_the_last_block_within_range_of_the_loudest() -> None:
+    floor, loud = 1e-7, 1e-2  # -70 and -20 dBFS
+    tail = loud * 10 ** (-(END_RANGE_DB - 5) / 10)  # 5 dB inside the range
+    finder = speech_end_of([floor] * 50 + [loud] * 50 + [tail] * 2 + [floor] * 6)
+    # the VAD's last voiced frame ends at 1.08 s; the words stop at 1.02 s
+    assert finder.end(1.08) == pytest.approx(1.02)
+    under = loud * 10 ** (-(END_RANGE_DB + 5) / 10)  # out of range: the words ended before it
+    finder = speech_end_of([floor] * 50 + [loud] * 50 + [under] * 2 + [floor] * 6)
+    assert finder.end(1.04) == pytest.approx(1.0)
+
+
+def test_the_end_moves_back_at_most_two_frames() -> None:
+    finder = speech_end_of([1e-7] * 50 + [1e-2] * 20 + [1e-7] * 30)
+    assert finder.end(1.0) == pytest.approx(1.0 - END_MAX_SHIFT_S)
+    assert finder.end(0.75) == pytest.approx(0.7)  # never later than the VAD's end either
+    assert finder.end(0.65) == pytest.approx(0.65)
+
+
+def test_over_noise_the_end_needs_blocks_clear_of_the_floor() -> None:
+    noise = 1e-3
+    # words 6 dB over the noise: nothing stands END_FLOOR_MARGIN_DB clear, the level cannot say
+    finder = speech_end_of([noise] * 100 + [noise * 4] * 50 + [noise] * 10)
+    assert finder.end(1.6) == pytest.approx(1.6)
+    # words 20 dB over it: where they fall to 10 dB over the floor
+    clear = noise * 10 ** ((END_FLOOR_MARGIN_DB + 2) / 10)
+    finder = speech_end_of([noise] * 100 + [noise * 100] * 50 + [clear] * 3 + [noise] * 7)
+    assert finder.end(1.56) == pytest.approx(1.53)
+
+
+def test_without_levels_the_vads_end_stands() -> None:
+    assert SpeechEnd().end(1.0) == 1.0
+    assert speech_end_of([0.0] * 100).end(1.0) == 1.0  # blocks with no level (scripts, deaf)
