@@ -96,6 +96,9 @@ def test_the_quick_bench_runs_every_measure_on_real_speech() -> None:
     assert set(figures["scenarios"]) == {s.name for s in quick}
     overall = figures["overall"]
     assert overall["barge_ins"] == 4 and overall["turn_end_ms"]["median"] is not None
+    # the endpoint silence counts from where the words were taken to end
+    assert overall["turn_end_ms"]["median"] - overall["speech_end_ms"]["median"] == \
+        pytest.approx(500, abs=32)
     pauses = figures["scenarios"]["pauses_400ms"]
     assert pauses["split"] == 0 and pauses["missed"] == 0  # a 400 ms pause is not a turn end
     lines: list[str] = []

@@ -160,7 +160,8 @@ def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
         echo_replies.merge(figures)
     overall: dict[str, Any] = {
         name: summarise(getattr(total, name)) for name in
-        ("detection_ms", "to_20db_ms", "to_silence_ms", "audio_start_ms", "turn_end_ms")}
+        ("detection_ms", "to_20db_ms", "to_silence_ms", "audio_start_ms", "turn_end_ms",
+         "speech_end_ms")}
     overall.update(missed=total.missed, split=total.split, false_turns=total.false_turns,
                    false_interruptions=total.false_interruptions,
                    self_interruptions=total.self_interruptions, barge_ins=total.barge_ins,

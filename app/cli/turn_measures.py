@@ -57,6 +57,8 @@ class Figures:
     to_silence_ms: list[float] = field(default_factory=list)
     audio_start_ms: list[float] = field(default_factory=list)
     turn_end_ms: list[float] = field(default_factory=list)
+    # where the app took the words to end (the turn's ``user_end_s``), after the true end
+    speech_end_ms: list[float] = field(default_factory=list)
     missed: int = 0
     split: int = 0
     false_turns: int = 0
@@ -117,6 +119,9 @@ def measure(scenario: TurnScenario, result: SimulationResult,
             figures.audio_start_ms.append((matched[0].audio_from_s - utterance.start_s) * 1000)
         if matched and matched[-1].endpoint_s is not None:
             figures.turn_end_ms.append((matched[-1].endpoint_s - utterance.end_s) * 1000)
+        figures.speech_end_ms += [(r.user_end_s - utterance.end_s) * 1000
+                                  for r in result.records
+                                  if matched and r.turn_id == matched[-1].turn_id]
         if utterance.hesitation_s:
             figures.hesitations += 1
             figures.hesitations_kept += len(matched) == 1

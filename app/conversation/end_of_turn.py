@@ -66,9 +66,16 @@ class EndOfTurnPolicy(TurnState):
         if self._asked_pause != self._pause and silence >= self.params.smart_pause_ms:
             self._asked_pause = self._pause
             self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s,
-                                               max(self._heard_end_s, self._last_voiced_s)))
+                                               self._heard_end_s()))
             return False
         return self._end_if_due(silence, now_s)
+
+    def _heard_end_s(self) -> float:
+        """What the model hears: up to the VAD's last voiced frame (the silence counts from
+        where the level fell, up to 64 ms sooner), which its scores were measured on."""
+        heard = self._segmenter.heard_end_s
+        assert heard is not None  # set as the pause began
+        return heard
 
     def _end_if_due(self, silence_ms: float, now_s: float) -> bool:
         """Ends the paused turn if ``silence_ms`` (tolerance added) calls for it, at a frame or

@@ -49,7 +49,8 @@ class TurnState:
     def __init__(self, params: TurnParams | None = None, vad: VadParams | None = None) -> None:
         self.params = params or TurnParams()
         self._vad = vad or VadParams()
-        self._segmenter = Segmenter(self._segmenter_params())
+        self._speech_end = SpeechEnd()  # every sound block's level
+        self._segmenter = Segmenter(self._segmenter_params(), self._turn_speech_end)
         self.state = State.IDLE if self.params.mode == "push_to_talk" else State.LISTENING
         self.muted = False  # by the person or the app
         self._user_muted = self._paused_by_app = False
@@ -57,8 +58,6 @@ class TurnState:
         self._user_turn: int | None = None
         self._onset_s = 0.0
         self._last_voiced_s = 0.0  # where the turn's speech stopped (level-refined at a pause)
-        self._heard_end_s = 0.0  # ... and the end of the VAD's last voiced frame
-        self._speech_end = SpeechEnd()  # every sound block's level
         self._paused = False
         self._speculating = False
         self._pressed = False
@@ -96,6 +95,14 @@ class TurnState:
     @property
     def vad_state(self) -> VadState:
         return self._segmenter.state
+
+    def _turn_speech_end(self, last_voiced_s: float) -> float:
+        """Where a user turn's words stopped at a pause (the segmenter's ``end_of_speech``);
+        other speech (over a reply, after an early end) keeps the VAD's timing, which the
+        barge-in rules were measured on."""
+        if self._user_turn is None:
+            return last_voiced_s
+        return self._speech_end.end(last_voiced_s)
 
     def _segmenter_params(self) -> VadParams:
         """With the end-of-turn model the segmenter's own endpoint is the long silence; the

@@ -224,7 +224,6 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
         elif update.event == "paused":
             self._paused = True
             self._pause += 1
-            self._end_speech_by_level(update)
         if update.event in ("paused", "resumed"):
             self._verdict = None
         if update.event == "endpoint":
@@ -239,14 +238,6 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
               and update.silence_ms + 1e-6 >= self.params.speculative_pause_ms):
             self._speculating = True
             self._actions.append(SpeculationStarted(self._user_turn, now_s))
-
-    def _end_speech_by_level(self, update: VadUpdate) -> None:
-        """The VAD's last voiced frames trail the end of speech: the silence counts from
-        where the level fell (the end-of-turn model still hears up to the frame's end)."""
-        assert update.last_voiced_s is not None
-        self._heard_end_s = update.last_voiced_s
-        self._segmenter.end_speech_at(self._speech_end.end(update.last_voiced_s))
-        self._last_voiced_s = self._segmenter.last_voiced_s or update.last_voiced_s
 
     # ---- push-to-talk ----------------------------------------------------------------------
 

@@ -13,14 +13,15 @@ rules live only here:
   one) at the end of speech is the model's probability trailing off, not speech: the silence
   is counted from before it, so the hangover does not add to the endpoint silence. (A longer
   run of such frames is quiet speech, and counts.) Frames at ``threshold`` trail the end of
-  speech too: the turn controller moves the end back to where the level fell
-  (``end_speech_at``, :class:`app.vad.sound.SpeechEnd`).
+  speech too: given ``end_of_speech`` (where the level fell, :class:`app.vad.sound.SpeechEnd`)
+  the silence counts from there.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -98,8 +99,14 @@ class VadUpdate:
 class Segmenter:
     """The hysteresis state machine; pure, one call per frame."""
 
-    def __init__(self, params: VadParams | None = None) -> None:
+    def __init__(self, params: VadParams | None = None,
+                 end_of_speech: Callable[[float], float] | None = None) -> None:
+        """``end_of_speech``: given the end of the last voiced frame at a pause, where the
+        speech itself stopped (:class:`app.vad.sound.SpeechEnd`); the silence counts from there
+        (never later than that frame, never before the onset)."""
         self.params = params or VadParams()
+        self._end_of_speech = end_of_speech
+        self.heard_end_s: float | None = None  # the last voiced frame's end at this pause
         self.state = VadState.QUIET
         self._onset_s: float | None = None
         self._last_voiced_s: float | None = None
@@ -107,6 +114,7 @@ class Segmenter:
         self._weak_frames = 0  # voiced frames under ``threshold`` since then
 
     def reset(self) -> None:
+        self.heard_end_s = None
         self.state = VadState.QUIET
         self._onset_s = self._last_voiced_s = self._last_strong_s = None
         self._weak_frames = 0
@@ -117,18 +125,6 @@ class Segmenter:
         self.state = VadState.SPEAKING
         self._onset_s, self._last_voiced_s = onset_s, last_voiced_s
         self._last_strong_s, self._weak_frames = last_voiced_s, 0
-
-    def end_speech_at(self, end_s: float) -> None:
-        """During a pause, speech is known (from its level) to have stopped at ``end_s``,
-        inside the trailing voiced frames: the silence counts from there (never later than the
-        last voiced frame, never before the onset)."""
-        if (self.state == VadState.STOPPING and self._last_voiced_s is not None
-                and self._onset_s is not None):
-            self._last_voiced_s = max(min(end_s, self._last_voiced_s), self._onset_s)
-
-    @property
-    def last_voiced_s(self) -> float | None:
-        return self._last_voiced_s
 
     def step(self, frame: VadFrame) -> VadUpdate:
         return self.update(frame.probability, frame.start_s, frame.end_s)
@@ -168,6 +164,7 @@ class Segmenter:
             self.state = VadState.STOPPING
             if 0 < self._weak_frames <= HANGOVER_FRAMES:  # the probability trailing off
                 self._last_voiced_s = self._last_strong_s
+            self._pause_from_end_of_speech()
             return self._endpoint_if_due(end_s) or "paused"
         # STOPPING
         if p >= params.threshold:
@@ -175,6 +172,13 @@ class Segmenter:
             self.state = VadState.SPEAKING
             return "resumed"
         return self._endpoint_if_due(end_s)
+
+    def _pause_from_end_of_speech(self) -> None:
+        assert self._last_voiced_s is not None and self._onset_s is not None
+        self.heard_end_s = self._last_voiced_s
+        if self._end_of_speech is not None:
+            end_s = min(self._end_of_speech(self._last_voiced_s), self._last_voiced_s)
+            self._last_voiced_s = max(end_s, self._onset_s)
 
     def _voiced(self, p: float, end_s: float) -> None:
         self._last_voiced_s = end_s

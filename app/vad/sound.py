@@ -41,6 +41,8 @@ END_FLOOR_MARGIN_DB = 10.0
 END_MAX_SHIFT_S = 0.064  # two VAD frames
 END_HISTORY_BLOCKS = 100  # the last second: the utterance's loudest
 END_FLOOR_WINDOW_S = 3.0  # the quietest 30 ms of this long is the room's floor
+_END_FLOOR_FACTOR = 10 ** (END_FLOOR_MARGIN_DB / 10)
+_END_RANGE_FACTOR = 10 ** (-END_RANGE_DB / 10)
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,9 @@ class SpeechEnd:
             return last_voiced_s
         floor = max(min(self._smoothed), MIN_FLOOR_POWER)
         peak = max(power for _, power in self._blocks)
-        if peak < floor * 10 ** (END_FLOOR_MARGIN_DB / 10):
+        if peak < floor * _END_FLOOR_FACTOR:
             return last_voiced_s  # nothing stands clear of the floor: the level cannot tell
-        threshold = max(floor * 10 ** (END_FLOOR_MARGIN_DB / 10),
-                        peak * 10 ** (-END_RANGE_DB / 10))
+        threshold = max(floor * _END_FLOOR_FACTOR, peak * _END_RANGE_FACTOR)
         earliest_s = last_voiced_s - END_MAX_SHIFT_S
         for end_s, power in reversed(self._blocks):
             if end_s > last_voiced_s + 1e-9:

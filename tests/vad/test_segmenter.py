@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from voice_helpers import vad_updates
@@ -82,25 +84,47 @@ def test_the_probability_trailing_off_does_not_add_to_the_endpoint_silence() -> 
     assert events(quiet_speech)[-1] == (39, "endpoint")  # the three frames were speech
 
 
-def test_the_end_of_speech_moves_back_within_a_pause_only_and_never_before_the_onset() -> None:
-    """``end_speech_at`` (the level says where speech stopped): the silence counts from there;
-    never later than the VAD's own end, never before the onset, and only during a pause."""
+def pause_with(end_of_speech: Callable[[float], float]) -> tuple[Segmenter, list]:
+    """20 frames of speech, then quiet until the endpoint."""
+    segmenter = Segmenter(end_of_speech=end_of_speech)
+    return segmenter, [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S)
+                       for i, p in enumerate([0.9] * 20 + [0.0] * 20)]
+
+
+def test_the_silence_counts_from_where_the_speech_itself_stopped() -> None:
+    """``end_of_speech`` (where the level fell) is asked once per pause with the last voiced
+    frame's end, which stays what the VAD heard (``heard_end_s``); the silence counts from its
+    answer, never later than that frame and never before the onset."""
+    assert Segmenter().heard_end_s is None
+    asked: list[float] = []
+
+    def level_end(last_voiced_s: float) -> float:
+        asked.append(last_voiced_s)
+        return 19 * FRAME_S
+
+    segmenter, updates = pause_with(level_end)
+    assert asked == [pytest.approx(20 * FRAME_S)]
+    paused = updates[20]
+    assert paused.event == "paused" and paused.last_voiced_s == pytest.approx(19 * FRAME_S)
+    assert paused.silence_ms == pytest.approx(2 * FRAME_S * 1000)
+    assert segmenter.heard_end_s == pytest.approx(20 * FRAME_S)
+    [endpoint] = [u for u in updates if u.event == "endpoint"]
+    assert endpoint.end_s == pytest.approx(35 * FRAME_S)  # 16 frames after frame 19's end
+    assert pause_with(lambda s: s + 1.0)[1][20].last_voiced_s == pytest.approx(20 * FRAME_S)
+    assert pause_with(lambda s: -1.0)[1][20].last_voiced_s == pytest.approx(0.0)  # the onset
+    segmenter.reset()
+    assert segmenter.heard_end_s is None
+
+
+def test_begin_takes_speech_found_by_other_evidence_as_an_utterance() -> None:
+    """``begin`` (a weak word within sound that stopped a reply): speaking from ``onset_s``,
+    last voiced at ``last_voiced_s``; a quiet frame then is a pause of that utterance, and
+    two frames under the threshold after it are the hangover."""
     segmenter = Segmenter()
-    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S)
-               for i, p in enumerate([0.9] * 20 + [0.0])]
-    assert updates[-1].event == "paused"
-    segmenter.end_speech_at(19 * FRAME_S)
-    assert segmenter.last_voiced_s == pytest.approx(19 * FRAME_S)
-    segmenter.end_speech_at(20 * FRAME_S)  # later than it was: not taken
-    assert segmenter.last_voiced_s == pytest.approx(19 * FRAME_S)
-    endpoint = [segmenter.update(0.0, i * FRAME_S, (i + 1) * FRAME_S) for i in range(21, 40)]
-    assert next(u for u in endpoint if u.event == "endpoint").end_s == pytest.approx(
-        35 * FRAME_S)  # 16 frames after frame 19's end, one frame sooner than without
-    speaking = Segmenter()
-    for i in range(10):
-        speaking.update(0.9, i * FRAME_S, (i + 1) * FRAME_S)
-    speaking.end_speech_at(5 * FRAME_S)  # not paused: speech goes on to its frame
-    assert speaking.last_voiced_s == pytest.approx(10 * FRAME_S)
-    speaking.update(0.0, 10 * FRAME_S, 11 * FRAME_S)
-    speaking.end_speech_at(-1.0)
-    assert speaking.last_voiced_s == pytest.approx(0.0)  # the onset
+    segmenter.begin(0.1, 0.3)
+    assert segmenter.state == VadState.SPEAKING
+    first = segmenter.update(0.4, 0.3, 0.332)  # trailing off: under the threshold
+    assert first.onset_s == 0.1 and first.last_voiced_s == pytest.approx(0.332)
+    segmenter.update(0.4, 0.332, 0.364)
+    paused = segmenter.update(0.0, 0.364, 0.396)
+    assert paused.event == "paused" and paused.last_voiced_s == pytest.approx(0.3)

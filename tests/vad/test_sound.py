@@ -131,3 +131,40 @@ def test_over_noise_the_end_needs_blocks_clear_of_the_floor() -> None:
 def test_without_levels_the_vads_end_stands() -> None:
     assert SpeechEnd().end(1.0) == 1.0
     assert speech_end_of([0.0] * 100).end(1.0) == 1.0  # blocks with no level (scripts, deaf)
+
+
+def test_the_loudest_is_the_last_seconds() -> None:
+    """A loud sound two seconds before the words does not set their range."""
+    finder = speech_end_of([1e-1] * 10 + [1e-9] * 190 + [1e-3] * 50 + [1e-6] * 2 + [1e-9] * 6)
+    assert finder.end(2.58) == pytest.approx(2.52)  # -30 dB under the words: still speech
+
+
+def test_the_floor_is_the_quietest_30_ms_of_the_last_3_s() -> None:
+    """A 30 ms lull sets the floor (20 ms do not); one that ended 3 s ago is forgotten."""
+    noise, tail = 1e-5, 5e-6  # the tail is under the noise: speech only over a lower floor
+
+    def end_after(lull: int, blocks: int = 300) -> float:
+        before = [noise] * 5 + [1e-9] * lull
+        powers = before + [noise] * (blocks - len(before) - 52) + [1e-2] * 50 + [tail] * 2
+        return speech_end_of(powers).end(blocks * 0.01)
+
+    assert end_after(3) == pytest.approx(3.0)  # over the lull's floor the tail is speech
+    assert end_after(2) == pytest.approx(2.98)  # 20 ms are no floor: the words end at 2.98 s
+    # the lull ended at 0.08 s, 3 s before the last block: out of the window
+    assert end_after(3, blocks=308) == pytest.approx(3.06)
+
+
+def test_words_exactly_at_the_margin_over_the_floor_stand_clear_of_it() -> None:
+    floor = 1e-4
+    at_margin = floor * 10 ** (END_FLOOR_MARGIN_DB / 10)
+    finder = speech_end_of([floor] * 100 + [at_margin] * 20 + [floor] * 6)
+    assert finder.end(1.26) == pytest.approx(1.2)
+    under = floor * 10 ** ((END_FLOOR_MARGIN_DB - 1) / 10)  # 9 dB over: the level cannot tell
+    assert speech_end_of([floor] * 100 + [under] * 20 + [floor] * 6).end(1.26) == 1.26
+
+
+def test_a_tail_exactly_at_the_range_is_speech() -> None:
+    loud = 1e-2
+    edge = loud * 10 ** (-END_RANGE_DB / 10)
+    finder = speech_end_of([1e-9] * 100 + [loud] * 20 + [edge] * 2 + [1e-9] * 4)
+    assert finder.end(1.26) == pytest.approx(1.22)
