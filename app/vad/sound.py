@@ -13,11 +13,12 @@ from the echo canceller; 0 where there is none).
 
 Where the words stopped (:class:`SpeechEnd`): silero's probability trails the end of speech by
 one to three 32 ms frames (on the real-speech corpus the VAD's last voiced frame ended a median
-54 ms after the labelled end, 117 ms at the p90), and that lag added to every endpoint silence. At a pause the block levels say where the sound fell away: the end of the last block
-within ``END_RANGE_DB`` of the utterance's loudest and ``END_FLOOR_MARGIN_DB`` over the quietest
-30 ms of the last seconds. It may move the end back by at most ``END_MAX_SHIFT_S`` (the VAD
-heard speech up to its frame; the level only says where in the trailing frames it stopped), and
-not at all where no block stands clear of the floor (noise as loud as the words, or no levels).
+54 ms after the labelled end, 117 ms at the p90), and that lag added to every endpoint silence.
+At a pause the block levels say where the sound fell away: the end of the last block within
+``END_RANGE_DB`` of the utterance's loudest and ``END_FLOOR_MARGIN_DB`` over the quietest 30 ms
+of the last seconds. It may move the end back by at most ``END_MAX_SHIFT_S`` (the VAD heard
+speech up to its frame; the level only says where in the trailing frames it stopped), and not at
+all where no block stands clear of the floor (noise as loud as the words, or no levels).
 """
 
 from __future__ import annotations
