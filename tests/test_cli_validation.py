@@ -111,6 +111,8 @@ def test_a_number_option_either_refuses_or_keeps_its_range(
             assert exc.code == 2 and err.getvalue().count("\n") == 1, err.getvalue()
             return
     value = getattr(args, action.dest)
+    if action.nargs is None and isinstance(action, argparse._AppendAction):
+        [value] = value  # a repeatable option (bench end-of-turn --threads): a list of one
     assert np.isfinite(value) and isinstance(value, number.kind)
     assert number.low is None or value > number.low or (value == number.low
                                                          and not number.low_open)
@@ -189,3 +191,19 @@ def test_the_voice_loop_scenario_choices_are_the_scenarios_it_builds() -> None:
 
     sentence = np.zeros(1600, np.float32)
     assert tuple(s.name for s in build_scenarios(sentence, sentence)) == SCENARIOS
+
+
+def test_a_repeatable_number_option_keeps_each_value_in_its_range() -> None:
+    """``bench end-of-turn --threads`` may be given several times: a list of checked numbers
+    (the property test above takes it too, when it draws it)."""
+    repeatable = [(path, action) for path, action in NUMBER_OPTIONS
+                  if isinstance(action, argparse._AppendAction)]
+    assert repeatable
+    for path, action in repeatable:
+        option = action.option_strings[-1]
+        args = build_parser().parse_args([*path, f"{option}=1", f"{option}=2"])
+        assert getattr(args, action.dest) == [1, 2]
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit):
+            build_parser().parse_args([*path, f"{option}=1", f"{option}=0"])
+        assert err.getvalue().count("\n") == 1
