@@ -56,11 +56,27 @@ class SoundBlock:
     power: float = 0.0  # mean square; 0 where unknown (or deaf)
 
 
+class RecentPower:
+    """The mean power of the last 30 ms (three blocks): what a floor is taken from, so that one
+    block's dropout is no floor. Shared by the sound gate and :class:`SpeechEnd`."""
+
+    def __init__(self) -> None:
+        self._recent: deque[float] = deque(maxlen=3)
+
+    def clear(self) -> None:
+        self._recent.clear()
+
+    def push(self, power: float) -> float:
+        """One block's mean square; returns the mean over the last three."""
+        self._recent.append(power)
+        return float(np.mean(self._recent))
+
+
 class SoundGate:
     """Pure and stateful: blocks in capture order."""
 
     def __init__(self) -> None:
-        self._recent: deque[float] = deque(maxlen=3)  # powers of the last 30 ms
+        self._recent = RecentPower()
         self._smoothed: deque[float] = deque(maxlen=round(FLOOR_WINDOW_S * 100))
 
     def reset(self) -> None:
@@ -76,8 +92,7 @@ class SoundGate:
     def block(self, power: float, echo_power: float = 0.0) -> bool:
         """``power``: mean square of the block; ``echo_power``: the loudest echo it may hold."""
         floor = self.floor_power  # from the blocks before this one
-        self._recent.append(power)
-        self._smoothed.append(float(np.mean(self._recent)))
+        self._smoothed.append(self._recent.push(power))
         return bool(power > floor * 10 ** (FLOOR_MARGIN_DB / 10)
                     and power > echo_power * 10 ** (ECHO_MARGIN_DB / 10))
 
@@ -86,13 +101,12 @@ class SpeechEnd:
     """Block levels in capture order; ``end`` refines where speech stopped at a pause. Pure."""
 
     def __init__(self) -> None:
-        self._recent: deque[float] = deque(maxlen=3)  # powers of the last 30 ms
+        self._recent = RecentPower()
         self._smoothed: deque[float] = deque(maxlen=round(END_FLOOR_WINDOW_S * 100))
         self._blocks: deque[tuple[float, float]] = deque(maxlen=END_HISTORY_BLOCKS)
 
     def add(self, block: SoundBlock) -> None:
-        self._recent.append(block.power)
-        self._smoothed.append(float(np.mean(self._recent)))
+        self._smoothed.append(self._recent.push(block.power))
         self._blocks.append((block.end_s, block.power))
 
     def end(self, last_voiced_s: float) -> float:
