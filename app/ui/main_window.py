@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QCloseEvent, QIcon, QResizeEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -60,6 +60,7 @@ from app.ui.first_run import FirstRunPage
 from app.ui.listening import Listening, describe
 from app.ui.style import apply_app_style
 from app.ui.voice_loop import VoiceLoopHost
+from app.ui.window_dialogs import WindowDialogs
 from app.ui.window_menus import MenuHost
 from app.ui.window_text import DEMO_BADGE, DEMO_BADGE_STYLE, engine_label, needs_first_run
 
@@ -71,7 +72,7 @@ __all__ = ["MODE_TEXT", "STATE_TEXT", "MainWindow", "PortFactory", "engine_label
            "needs_first_run"]
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowDialogs, QMainWindow):
     def __init__(self, settings: Settings, engine_info: EngineInfo | None = None,
                  bridge: UiBridge | None = None, port_factory: PortFactory | None = None,
                  persist_settings: bool = True,
@@ -85,12 +86,12 @@ class MainWindow(QMainWindow):
         self._bridge = bridge or UiBridge(parent=self)
         self._port_factory = port_factory
         self.persist_settings = persist_settings
-        self.gpu_query = gpu_query  # run off the GUI thread by the dialogs that show VRAM
+        self.gpu_query = gpu_query  # (see app.ui.window_dialogs)
         self._settings = settings
         self.engine_info = engine_info
         self.listening = Listening(mode=settings.turn.mode, hold_key=settings.turn.hold_to_talk_key)
-        self.settings_dialog: QWidget | None = None
-        self.model_manager: QWidget | None = None
+        self.settings_dialog = None
+        self.model_manager = None
         self._muted_for_setup = False
         self._build_widgets()
         self.menus = MenuHost(self, export_conversation=self.transcript._ask_export_path,
@@ -360,60 +361,6 @@ class MainWindow(QMainWindow):
     def _say_no_microphone(self) -> None:
         self.statusBar().showMessage("No microphone is open, so nothing can be heard: connect "
                                      "one or choose one in Settings → Audio devices.", 8_000)
-
-    # ---- dialogs -------------------------------------------------------------------------------
-
-    def open_settings(self, group: str | None = None) -> None:
-        from app.ui.settings_dialog import SettingsDialog
-
-        dialog = self.settings_dialog
-        if not isinstance(dialog, SettingsDialog):
-            dialog = SettingsDialog(self._settings, self.bridge, self, gpu_query=self.gpu_query,
-                                    engine_running=self.engine_running)
-            dialog.applied.connect(self.update_settings)
-            dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
-            self.settings_dialog = dialog
-        if group:
-            dialog.show_group(group)
-        dialog.show()
-        dialog.raise_()
-
-    def open_model_manager(self) -> None:
-        from app.ui.model_manager import ModelManagerDialog
-
-        if self.model_manager is None:
-            dialog = ModelManagerDialog(self._settings, self.bridge, parent=self,
-                                        gpu_query=self.gpu_query,
-                                        start_voice_loop=lambda: self.attach_voice_loop(False))
-            dialog.setup_chosen.connect(self.use_setup)
-            dialog.demo_requested.connect(self.start_echo_demo)
-            dialog.finished.connect(lambda _r: setattr(self, "model_manager", None))
-            self.model_manager = dialog
-        self.model_manager.show()
-        self.model_manager.raise_()
-
-    def use_setup(self, values: dict[str, object]) -> None:
-        """The guided set-up is complete (model, codec, voice): use MOSS-Speech now; the voice
-        loop builds it while the echo demo answers, no restart."""
-        chosen = {k: v for k, v in values.items() if v not in (None, "")}
-        chosen.update({"engine.kind": "moss_speech", "ui.first_run_done": True})
-        self.update_settings(self._settings.with_values(chosen), reload_engine=True)
-        self.start_conversation()
-
-    def open_remote_setup(self) -> QWidget:
-        """"Use a MOSS-Speech server…": address and key, then the remote engine."""
-        from app.ui.remote_setup import RemoteSetupDialog
-
-        dialog = RemoteSetupDialog(self._settings, self.bridge, parent=self)
-        dialog.chosen.connect(self.use_remote_server)
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.show()
-        return dialog
-
-    def use_remote_server(self, url: str) -> None:
-        values = {"engine.kind": "remote", "engine.remote_url": url, "ui.first_run_done": True}
-        self.update_settings(self._settings.with_values(values), reload_engine=True)
-        self.start_conversation()
 
     def release_port(self, timeout_s: float = 5.0) -> bool:
         return self.voice_loop.release(timeout_s)
