@@ -240,7 +240,7 @@ class AecStage:
         out = kernel.process(near, far)
         # A possible person over the reply while AEC3 is not trusted: look again at once.
         self.detector.add(near, far, active_samples,
-                          urgent=self._untrusted and self.double_talk.loud)
+                          urgent=self._untrusted)
         self.double_talk.update(near, far, self.detector.sound_without_echo, out)
         if active_samples:
             self._far_active_samples += active_samples

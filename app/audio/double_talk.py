@@ -9,8 +9,11 @@ Every 10 ms frame of microphone (before the canceller) and aligned far end:
   it is frozen while a person talks (``talking``: this detector's verdict, or the correlation
   detector's "sound that is no echo");
 - a frame is *near end* when the microphone holds ``MARGIN_DB`` more than the loudest echo the
-  far end could make, and more than the noise floor by the same margin; the verdict holds for
-  ``HANGOVER_S`` (speech has dips).
+  far end could make; the verdict holds for ``HANGOVER_S`` (speech has dips). The room's noise
+  is in that bound: the echo return level is learnt from the microphone, noise and all. (A
+  check against a noise floor of its own never acted: that floor started at -100 dBFS and
+  rose 3 dB/s, so during a warm-up, the only time the verdict is used, it stood under any
+  room; made to act, it cost turns on the corpus: BENCHMARKS.md, seventh session.)
 
 Until the far end has played ``MAX_DELAY_S`` (an echo that late must have shown) the echo
 return level is not known yet: a conservative ``DEFAULT_ERL_DB`` stands in for it (an echo as
@@ -36,8 +39,8 @@ MARGIN_DB = 10.0
 HANGOVER_S = 0.12
 ERL_DECAY_DB_PER_S = 1.0
 FAR_ACTIVE_POWER = 10 ** (-55 / 10)
-FLOOR_RISE_DB_PER_S = 3.0
 DEFAULT_ERL_DB = 0.0  # until learnt: the echo may be as loud as the far end
+SILENT_POWER = 1e-10  # -100 dBFS: a person is at least 10 dB over it
 RESIDUAL_DECAY_DB_PER_S = 3.0  # the canceller's residual falls as it converges
 
 
@@ -50,10 +53,8 @@ class NearEndDetector:
         self._far_active_frames = 0
         self.erl = 0.0  # echo power / far-end bound, learnt (linear)
         self.residual = 0.0  # the canceller's output / far-end bound, learnt (linear)
-        self.floor = 1e-10  # microphone noise floor (power)
         self._hold = 0  # frames the near-end verdict still holds
         self.near_end = False
-        self.loud = False  # the latest frame is well over the microphone's noise floor
 
     @property
     def learnt(self) -> bool:
@@ -100,11 +101,9 @@ class NearEndDetector:
         bound = max(self._far_powers)
         if played > FAR_ACTIVE_POWER:
             self._far_active_frames += 1
-        self.floor = min(mic, self.floor * 10 ** (FLOOR_RISE_DB_PER_S / 1000))
         margin = 10 ** (MARGIN_DB / 10)
-        loud = self.loud = mic > margin * max(self.floor, 1e-10)
-        erl = self._until_learnt(self.erl)
-        if loud and bound > FAR_ACTIVE_POWER and mic > margin * erl * bound:
+        echo = self._until_learnt(self.erl) * bound
+        if bound > FAR_ACTIVE_POWER and mic > margin * max(echo, SILENT_POWER):
             self._hold = round(HANGOVER_S * 100)
         elif self._hold:
             self._hold -= 1

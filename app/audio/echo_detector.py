@@ -23,9 +23,9 @@ finding for the device pair) answers until the first verdict.
 ``sound_without_echo`` is the latest evaluation alone (0.1 s fresh): the microphone holds sound
 that does not correlate with the far end (a person talking over the reply), which lets the
 warm-up guard confirm a barge-in before the verdict. (A silent microphone does not count: the
-echo may simply not have arrived yet.) While the canceller warms up and the microphone turns
-loud, the caller asks for an ``urgent`` look every ``URGENT_EVERY`` samples (20 ms) instead of
-every 0.1 s, so a person talking over the session's first reply is told from the echo sooner.
+echo may simply not have arrived yet.) While the canceller warms up, the caller asks for an
+``urgent`` look every ``URGENT_EVERY`` samples (20 ms) instead of every 0.1 s, so a person
+talking over the session's first reply is told from the echo sooner.
 Urgent looks that cannot tell keep what the last look found; so does a regular look where the
 microphone is rising and the rise alone (its last 40 ms) correlates under 0.5 with the far end
 at every lag: over the whole window a person's onset and an echo's arrival both correlate at

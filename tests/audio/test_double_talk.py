@@ -91,3 +91,13 @@ def test_while_warming_up_a_loud_microphone_is_looked_at_every_20_ms() -> None:
         return float("inf")
 
     assert first_seen(urgent=True) <= 0.03 < first_seen(urgent=False)
+
+
+def test_in_steady_noise_with_no_echo_only_a_voice_over_the_noise_is_a_person() -> None:
+    """The room's noise is in the learnt echo level (it is learnt from the microphone): noise
+    alone never stands 10 dB over it; a voice 12 dB over the noise does."""
+    far = noise(2.0, -22, 25)
+    near = noise(2.0, -45, 26)  # rain, no echo path
+    near[int(1.2 * RATE):] += noise(0.8, -33, 27)
+    verdicts = feed(NearEndDetector(), near, far)
+    assert not any(verdicts[:120]) and verdicts[122] and all(verdicts[122:])
