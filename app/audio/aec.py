@@ -33,7 +33,11 @@ Double talk while AEC3 is not trusted yet (issue 14): a person over the reply is
 from the far-end reference (:mod:`app.audio.double_talk`: the microphone 10 dB over the loudest
 echo the far end could make) or by correlation (the detector's sound that is no echo). Then
 the VAD gets the microphone itself, not AEC3's output (which swallowed the start of speech
-even with no echo at all), and the guard lets the barge-in through.
+even with no echo at all), and the guard lets the barge-in through. The echo level it needs is
+learnt only once the correlation has told echo from no echo in a reply: before that the
+microphone holds the room's noise or a person, and their level is no echo's (rain over the
+far end's first frames read as an echo 6-12 dB under it, which the sound gate then waited
+for a talker's first syllable to clear).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from collections.abc import Callable
 import numpy as np
 
 from app.audio.aec_kernels import FRAME_SAMPLES, AecKernel, default_kernel
-from app.audio.double_talk import NearEndDetector
+from app.audio.double_talk import FAR_ACTIVE_POWER, NearEndDetector
 from app.audio.echo_detector import EchoDetector
 from app.audio.far_end import RATE_HZ, FarEndReference
 from app.settings import EchoMode
@@ -83,6 +87,7 @@ class AecStage:
         self._pending_index = 0  # capture index (16 kHz, pipeline clock) of _pending[0]
         self._far_buffer = np.zeros(0, np.float32)
         self._far_active_samples = 0
+        self._unseen_after: int | None = None  # the far end (re)started after so many told
         self.near_energy = 0.0  # while the far end was active: what came in ...
         self.out_energy = 0.0  # ... and what AEC3 let out (their ratio is the ERLE)
         self.echo_power_bound = 0.0  # the loudest echo in what ``process`` returned last
@@ -129,6 +134,7 @@ class AecStage:
 
     def _restart_warmup(self) -> None:
         self._far_active_samples = 0
+        self._unseen_after = None
         self.detector.clear()
         self.double_talk.reset()
 
@@ -238,10 +244,17 @@ class AecStage:
         if self._far_active_samples == 0 and active_samples == 0:
             return None
         out = kernel.process(near, far)
+        if active_samples and self.double_talk.far_bound <= FAR_ACTIVE_POWER:
+            self._unseen_after = self.detector.told  # the far end starts (again)
         # A possible person over the reply while AEC3 is not trusted: look again at once.
-        self.detector.add(near, far, active_samples,
-                          urgent=self._untrusted)
-        self.double_talk.update(near, far, self.detector.sound_without_echo, out)
+        self.detector.add(near, far, active_samples, urgent=self._untrusted)
+        if self._unseen_after is not None and self.detector.told > self._unseen_after:
+            self._unseen_after = None
+        # Until the correlation has told echo from no echo in a reply, the microphone teaches
+        # no echo level: the echo may not have arrived yet, what it holds may be the room's
+        # noise or a person.
+        talking = self.detector.sound_without_echo or self._unseen_after is not None
+        self.double_talk.update(near, far, talking, out)
         if active_samples:
             self._far_active_samples += active_samples
             mask = np.repeat(active, FRAME_SAMPLES)

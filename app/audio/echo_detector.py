@@ -75,6 +75,7 @@ class EchoDetector:
         self.last_ncc = 0.0
         self._peak_lag: int | None = None  # lag of the previous high peak
         self.sound_without_echo = False  # what the latest evaluation found
+        self.told = 0  # looks that told echo from no echo (a silent microphone: no echo)
 
     @property
     def echo_heard(self) -> bool | None:
@@ -109,9 +110,12 @@ class EchoDetector:
         near_norm = float(np.linalg.norm(near))
         was, self.sound_without_echo = self.sound_without_echo, False
         if near_norm**2 / WINDOW < far_power * SILENT_MIC_RATIO:
+            self.told += 1
             return False
         far = self._far.astype(np.float64)  # [MAX_LAG + WINDOW], ending with the mic window
         best, self.last_ncc = _peak_ncc(near, far, FFT_SIZE)
+        if self.last_ncc >= ECHO_NCC or self.last_ncc < NO_ECHO_NCC:
+            self.told += 1
         if self.last_ncc >= ECHO_NCC:
             if not regular:
                 return None

@@ -179,3 +179,41 @@ def test_the_detector_finds_the_delay_and_is_not_fooled_by_a_person_talking_over
     _, _, states = drive(quiet_room, far, voice, None)
     verdicts = {s["echo_heard"] for s in states[int(0.8 * RATE) // BLOCK:]}
     assert verdicts == {False}
+
+
+def bounds_during(far: np.ndarray, noise_dbfs: float, echo: SimulatedEcho | None
+                  ) -> tuple[np.ndarray, AecStage]:
+    """The echo power bound the sound gate gets, in dB, after each 10 ms of a reply."""
+    stage = AecStage()
+    stage.configure_output(OUT_RATE)
+    played = resample(far, RATE, OUT_RATE)
+    path = EchoPath(echo, RATE) if echo else None
+    rng = np.random.default_rng(5)
+    near = rng.normal(0, 10 ** (noise_dbfs / 20), len(far)).astype(np.float32)
+    bounds = []
+    for k in range(len(far) // BLOCK):
+        speaker = np.zeros(3 * BLOCK, np.float32)
+        chunk = played[k * 3 * BLOCK:(k + 1) * 3 * BLOCK]
+        speaker[:len(chunk)] = chunk
+        stage.observe_playback(speaker, (k + 1) * 0.01)
+        mic = near[k * BLOCK:(k + 1) * BLOCK, None].copy()
+        if path is not None:
+            path.speaker(speaker, (k + 1) * 0.01, OUT_RATE)
+            path.add_to(mic, k * BLOCK)
+        stage.process(mic[:, 0], k * 0.01)
+        bounds.append(stage.echo_power_bound)
+    return 10 * np.log10(np.maximum(bounds, 1e-12)), stage
+
+
+def test_a_rooms_noise_at_a_replys_start_is_not_learnt_as_its_echo() -> None:
+    """Issue 14: the microphone's first frames of a reply, before the correlation could tell
+    echo from no echo, taught the echo level; with no echo path at all the room's noise over
+    the reply's first frames made an echo bound 16 dB over that noise, and a talker's first
+    syllable in rain went unheard by the sound gate (20 dB down 206 ms after the onset)."""
+    bounds, _ = bounds_during(reply()[:int(0.6 * RATE)], -40.0, None)
+    assert max(bounds[5:]) < -50  # 10 dB under the room's noise, from the 50th ms on
+
+
+def test_an_echo_is_still_learnt_at_its_level() -> None:
+    _, stage = bounds_during(reply()[:int(1.0 * RATE)], -70.0, SimulatedEcho(60, -10.0))
+    assert -11 < 10 * np.log10(stage.double_talk.erl) < -5  # the echo, 10 dB under the far end
