@@ -102,6 +102,8 @@ class EchoDetector:
             self.sound_without_echo = False
             return
         vote = self._evaluate(far_power, regular)
+        if vote is not None or self.last_ncc >= ECHO_NCC:  # it told echo from no echo
+            self.told += 1
         if regular:  # urgent looks only say what the microphone holds now; they cast no vote
             self._vote(vote)
 
@@ -110,12 +112,9 @@ class EchoDetector:
         near_norm = float(np.linalg.norm(near))
         was, self.sound_without_echo = self.sound_without_echo, False
         if near_norm**2 / WINDOW < far_power * SILENT_MIC_RATIO:
-            self.told += 1
             return False
         far = self._far.astype(np.float64)  # [MAX_LAG + WINDOW], ending with the mic window
         best, self.last_ncc = _peak_ncc(near, far, FFT_SIZE)
-        if self.last_ncc >= ECHO_NCC or self.last_ncc < NO_ECHO_NCC:
-            self.told += 1
         if self.last_ncc >= ECHO_NCC:
             if not regular:
                 return None

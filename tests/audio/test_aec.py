@@ -217,3 +217,19 @@ def test_a_rooms_noise_at_a_replys_start_is_not_learnt_as_its_echo() -> None:
 def test_an_echo_is_still_learnt_at_its_level() -> None:
     _, stage = bounds_during(reply()[:int(1.0 * RATE)], -70.0, SimulatedEcho(60, -10.0))
     assert -11 < 10 * np.log10(stage.double_talk.erl) < -5  # the echo, 10 dB under the far end
+
+
+def test_each_replys_echo_level_is_learnt_once_the_correlation_has_told() -> None:
+    """The wait for a look that tells echo from no echo comes at every reply's start, and ends
+    at every reply's: a reply with its echo 16 dB down, a pause, then one 10 dB down (the
+    volume turned up, less than a person's 10 dB margin) teaches the louder level."""
+    first, second = reply()[:int(0.8 * RATE)], reply()[:int(1.0 * RATE)]
+    pause = np.zeros(int(0.6 * RATE), np.float32)
+    far = np.concatenate([first, pause, second])
+    near = np.zeros(len(far), np.float32)
+    start, delay = len(first) + len(pause), int(0.06 * RATE)
+    near[delay:len(first)] = first[:len(first) - delay] * 10 ** (-16 / 20)
+    near[start + delay:] = second[:len(second) - delay] * 10 ** (-10 / 20)
+    stage = AecStage()
+    drive(stage, far, near, None)
+    assert -13 < 10 * np.log10(stage.double_talk.erl) < -7

@@ -26,7 +26,7 @@ def delayed(x: np.ndarray, samples: int) -> np.ndarray:
 
 def looks(near: np.ndarray, far: np.ndarray) -> list[tuple[bool, float]]:
     """(sound_without_echo, last_ncc) after every 10 ms up to the regular look at LOOK_S;
-    urgent looks every 20 ms, as while the canceller warms up and the microphone is loud."""
+    urgent looks every 20 ms, as while the canceller warms up."""
     end = int(LOOK_S * RATE)
     return [(row[2], row[4]) for row in feed(EchoDetector(), near[:end], far[:end], urgent=True)]
 
@@ -257,3 +257,20 @@ def test_a_rise_is_the_last_40_ms_6_db_over_the_window(last_four_db: list[float]
 def test_an_older_rise_is_no_rise() -> None:
     window = frames_at([-50.0] * 17 + [-40.0] * 4 + [-50.0] * 4)
     assert echo_detector._rising(window) is False
+
+
+@pytest.mark.parametrize(("noise_over_echo_db", "tells"),
+                         [(None, True), (7.0, False), (30.0, True)])
+def test_a_look_counts_as_told_when_it_tells_echo_from_no_echo(
+        noise_over_echo_db: float | None, tells: bool) -> None:
+    """``told`` (the echo canceller learns echo levels only after it, issue 14): an echo alone
+    correlates (≥ 0.5), sound that is no echo does not (< 0.25); an echo under noise 7 dB
+    louder correlates at about 0.4, which tells neither."""
+    far = noise(0.6, -20, 40)
+    near = far * 10 ** (-10 / 20)  # an echo with no delay: every look sees it
+    if noise_over_echo_db is not None:
+        near = near + noise(0.6, -30 + noise_over_echo_db, 41)
+    log = feed(detector := EchoDetector(), near, far, urgent=True)
+    ncc = at(log, 0.6)[4]
+    assert (ncc >= echo_detector.ECHO_NCC or ncc < echo_detector.NO_ECHO_NCC) == tells
+    assert (detector.told > 0) == tells
