@@ -10,7 +10,9 @@ Every 10 ms frame of microphone (before the canceller) and aligned far end:
   detector's "sound that is no echo");
 - a frame is *near end* when the microphone holds ``MARGIN_DB`` more than the loudest echo the
   far end could make; the verdict holds for ``HANGOVER_S`` (speech has dips). The room's noise
-  is in that bound: the echo return level is learnt from the microphone, noise and all. (A
+  is in that bound wherever an echo level is learnt (from the microphone, noise and all);
+  where the correlation finds no echo in the microphone's sound, none is learnt, and that
+  finding alone counts as a person over the reply (:mod:`app.audio.aec`). (A
   check against a noise floor of its own never acted: that floor started at -100 dBFS and
   rose 3 dB/s, so during a warm-up, the only time the verdict is used, it stood under any
   room; made to act, it cost turns on the corpus: BENCHMARKS.md, seventh session.)
