@@ -119,16 +119,16 @@ def measure(scenario: TurnScenario, result: SimulationResult,
             figures.audio_start_ms.append((matched[0].audio_from_s - utterance.start_s) * 1000)
         if matched and matched[-1].endpoint_s is not None:
             figures.turn_end_ms.append((matched[-1].endpoint_s - utterance.end_s) * 1000)
-        figures.speech_end_ms += [(r.user_end_s - utterance.end_s) * 1000
-                                  for r in result.records
-                                  if matched and r.turn_id == matched[-1].turn_id]
+        record = next((r for r in result.records
+                       if matched and r.turn_id == matched[-1].turn_id), None)
+        if record is not None:
+            figures.speech_end_ms.append((record.user_end_s - utterance.end_s) * 1000)
         if utterance.hesitation_s:
             figures.hesitations += 1
             figures.hesitations_kept += len(matched) == 1
-        audible = [r.first_audible_s for r in result.records
-                   if matched and r.turn_id == matched[-1].turn_id]
-        if utterance.kind == "turn" and not utterance.hesitation_s and audible and audible[0]:
-            figures.reply_after_end_ms.append((audible[0] - utterance.end_s) * 1000)
+        if (utterance.kind == "turn" and not utterance.hesitation_s and record is not None
+                and record.first_audible_s):
+            figures.reply_after_end_ms.append((record.first_audible_s - utterance.end_s) * 1000)
     spoken = [u for u in scenario.utterances if u.kind != "ignored"]
     figures.false_turns = sum(1 for t in turns if not any(t in match(u, turns) for u in spoken))
     withdrawn = withdrawals(result)

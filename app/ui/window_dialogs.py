@@ -48,8 +48,8 @@ class DialogHost(Protocol):
 
 
 class WindowDialogs:
-    settings_dialog: QWidget | None = None  # open, or None
-    model_manager: QWidget | None = None
+    settings_dialog: QWidget | None  # open, or None (set by the window)
+    model_manager: QWidget | None
 
     def open_settings(self: DialogHost, group: str | None = None) -> None:
         from app.ui.settings_dialog import SettingsDialog

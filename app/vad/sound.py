@@ -33,6 +33,8 @@ FLOOR_WINDOW_S = 0.5
 FLOOR_MARGIN_DB = 12.0
 ECHO_MARGIN_DB = 6.0
 MIN_FLOOR_POWER = 1e-9  # -90 dBFS: digital silence is not a floor to be 12 dB over
+_FLOOR_FACTOR = 10 ** (FLOOR_MARGIN_DB / 10)
+_ECHO_FACTOR = 10 ** (ECHO_MARGIN_DB / 10)
 # 35 dB under the loudest 10 ms: the trailing frames of the corpus's words lose the VAD's lag
 # (turn ends 562 -> 546 ms median after the true end); 30 dB cut soft final consonants up to
 # the 64 ms bound (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth session)
@@ -93,8 +95,7 @@ class SoundGate:
         """``power``: mean square of the block; ``echo_power``: the loudest echo it may hold."""
         floor = self.floor_power  # from the blocks before this one
         self._smoothed.append(self._recent.push(power))
-        return bool(power > floor * 10 ** (FLOOR_MARGIN_DB / 10)
-                    and power > echo_power * 10 ** (ECHO_MARGIN_DB / 10))
+        return bool(power > floor * _FLOOR_FACTOR and power > echo_power * _ECHO_FACTOR)
 
 
 class SpeechEnd:
