@@ -115,7 +115,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
             while block is not None and block.end_s <= frame.end_s + 1e-9:
                 self._sound_block(block, now_s)
                 block = next(blocks, None)
-            update = self._segmenter.step(frame)
+            update = self._segmenter.step(frame, output_quiet=self._reply_turn is None)
             self._sound_since_frame = False
             if self.muted:
                 continue

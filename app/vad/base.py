@@ -8,6 +8,11 @@ rules live only here:
 - a candidate becomes an *onset* once it has lasted ``min_speech_ms``; a quiet frame before
   that drops it (clicks, coughs);
 - after an onset, a quiet frame starts a *pause*; speech at ``threshold`` again resumes it;
+  while nothing plays (``output_quiet``), a resumption one frame long (the next frame quiet
+  again) was a blip in the pause, not speech: the pause goes on from where it was (rain
+  drops score 0.5-0.56 for one frame in a pause; counting the silence from them ended turns
+  0.3-0.5 s late). While a reply plays the echo canceller may swallow a person going on after
+  that first frame, so there one frame still resumes;
 - a pause of ``endpoint_silence_ms`` after the end of the last voiced frame is the *endpoint*.
   A hangover of at most ``HANGOVER_FRAMES`` frames under ``threshold`` (but over the lower
   one) at the end of speech is the model's probability trailing off, not speech: the silence
@@ -112,12 +117,15 @@ class Segmenter:
         self._last_voiced_s: float | None = None
         self._last_strong_s: float | None = None  # end of the last frame at ``threshold``
         self._weak_frames = 0  # voiced frames under ``threshold`` since then
+        self._paused_from_s: float | None = None  # a pause's last voiced end, while it may
+        # still go on (the utterance resumed on a single frame so far)
 
     def reset(self) -> None:
         self.heard_end_s = None
         self.state = VadState.QUIET
         self._onset_s = self._last_voiced_s = self._last_strong_s = None
         self._weak_frames = 0
+        self._paused_from_s = None
 
     def begin(self, onset_s: float, last_voiced_s: float) -> None:
         """Take speech found by other evidence (a weakly voiced word within sound that
@@ -125,12 +133,15 @@ class Segmenter:
         self.state = VadState.SPEAKING
         self._onset_s, self._last_voiced_s = onset_s, last_voiced_s
         self._last_strong_s, self._weak_frames = last_voiced_s, 0
+        self._paused_from_s = None
 
-    def step(self, frame: VadFrame) -> VadUpdate:
-        return self.update(frame.probability, frame.start_s, frame.end_s)
+    def step(self, frame: VadFrame, output_quiet: bool = True) -> VadUpdate:
+        return self.update(frame.probability, frame.start_s, frame.end_s, output_quiet)
 
-    def update(self, probability: float, start_s: float, end_s: float) -> VadUpdate:
-        event = self._step(probability, start_s, end_s)
+    def update(self, probability: float, start_s: float, end_s: float,
+               output_quiet: bool = True) -> VadUpdate:
+        """One frame; ``output_quiet``: nothing plays (a one-frame resumption is a blip)."""
+        event = self._step(probability, start_s, end_s, output_quiet)
         onset, last = self._onset_s, self._last_voiced_s
         voiced_ms = (last - onset) * 1000 if onset is not None and last is not None else 0.0
         pausing = event == "endpoint" or self.state == VadState.STOPPING
@@ -141,7 +152,8 @@ class Segmenter:
             self._onset_s = self._last_voiced_s = None
         return update
 
-    def _step(self, p: float, start_s: float, end_s: float) -> VadEvent | None:
+    def _step(self, p: float, start_s: float, end_s: float,
+              output_quiet: bool) -> VadEvent | None:
         params = self.params
         voiced = p >= params.negative_threshold
         if self.state == VadState.QUIET:
@@ -158,16 +170,21 @@ class Segmenter:
             self._voiced(p, end_s)
             return self._confirm_onset(end_s)
         if self.state == VadState.SPEAKING:
+            blip_from_s, self._paused_from_s = self._paused_from_s, None
             if voiced:
                 self._voiced(p, end_s)
                 return None
             self.state = VadState.STOPPING
+            if blip_from_s is not None:  # one frame of "speech" in a pause: the pause goes on
+                self._last_voiced_s = blip_from_s
+                return self._endpoint_if_due(end_s) or "paused"
             if 0 < self._weak_frames <= HANGOVER_FRAMES:  # the probability trailing off
                 self._last_voiced_s = self._last_strong_s
             self._pause_from_end_of_speech()
             return self._endpoint_if_due(end_s) or "paused"
         # STOPPING
         if p >= params.threshold:
+            self._paused_from_s = self._last_voiced_s if output_quiet else None
             self._voiced(p, end_s)
             self.state = VadState.SPEAKING
             return "resumed"

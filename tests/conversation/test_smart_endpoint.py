@@ -63,6 +63,17 @@ def test_speech_going_on_before_the_endpoint_silence_takes_an_early_end_back() -
     assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]  # one turn, never split
 
 
+def test_over_an_early_reply_one_frame_of_speech_takes_the_end_back() -> None:
+    """While the reply plays the canceller may swallow the person after their first frame
+    (RT60 0.2 s room: 0.80, then 0.06): that frame resumes the turn, which stays resumed."""
+    s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.call("reply_audible", 1).frames(QUIET, 5).frames(SPEECH, 1).frames(QUIET, 6)
+    [resumed] = s.of(t.TurnResumed)
+    assert resumed.resumed_s == pytest.approx(31 * FRAME_S)
+    _, second = s.of(t.EndpointQuery)
+    assert second.pause == 2 and second.speech_end_s == pytest.approx(32 * FRAME_S)
+
+
 def test_while_the_canceller_warms_up_going_on_only_ducks_until_it_is_trusted() -> None:
     s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
     s.call("reply_audible", 1)

@@ -55,6 +55,16 @@ def test_the_endpoint_silence_ends_the_turn_at_the_10_ms_block_not_the_next_fram
     assert ended.endpoint_s == pytest.approx(1.14)  # not 1.152, the end of the next frame
 
 
+def test_one_frame_of_speech_in_a_pause_does_not_count_the_silence_again() -> None:
+    """Issue 14: rain at 5 dB SNR scored 0.56 for one frame 0.4 s into the pause after a
+    sentence, and the turn ended 876 ms after the true end instead of 599."""
+    s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 9)
+    s.frames(SPEECH, 1).frames(QUIET, 20)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(20 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(s.pumped_at(36))  # 512 ms after the speech
+
+
 def test_sound_after_the_last_frame_leaves_the_endpoint_to_the_frame() -> None:
     s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 15)
     s.blocks(True, 1).blocks(False, 2)  # something to hear: the frame may be speech again

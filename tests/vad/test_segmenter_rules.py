@@ -114,14 +114,46 @@ def test_a_dropped_candidate_reports_no_silence_and_leaves_no_onset_behind() -> 
                                                                                    0.0)
 
 
-def test_a_resumed_utterance_measures_its_next_pause_from_the_resuming_frame() -> None:
+def test_a_resumed_utterance_measures_its_next_pause_from_the_resuming_frames() -> None:
     params = VadParams(min_speech_ms=0, endpoint_silence_ms=3 * FRAME_MS)
-    updates = vad_updates([0.9, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0], params)
-    assert [u.event for u in updates] == ["onset", "paused", None, "resumed", "paused", None,
-                                          "endpoint"]
+    updates = vad_updates([0.9, 0.0, 0.0, 0.9, 0.9, 0.0, 0.0, 0.0], params)
+    assert [u.event for u in updates] == ["onset", "paused", None, "resumed", None, "paused",
+                                          None, "endpoint"]
     assert updates[3].last_voiced_s == pytest.approx(4 * FRAME_S)
     assert updates[3].voiced_ms == pytest.approx(4 * FRAME_MS)
     assert updates[-1].silence_ms == pytest.approx(3 * FRAME_MS)
+
+
+def test_one_frame_of_speech_in_a_pause_while_nothing_plays_is_a_blip() -> None:
+    """Issue 14: a rain drop scored 0.56 for one frame 0.4 s into a pause, and the silence
+    counted again from it ended the turn 0.3 s late. The pause goes on from where it was."""
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
+    updates = vad_updates([0.9, 0.0, 0.0, 0.9, 0.0, 0.0], params)
+    assert [u.event for u in updates] == ["onset", "paused", None, "resumed", "paused",
+                                          "endpoint"]
+    assert updates[4].last_voiced_s == pytest.approx(1 * FRAME_S)  # not the blip's end
+    assert updates[4].silence_ms == pytest.approx(4 * FRAME_MS)
+    assert updates[-1].silence_ms == pytest.approx(5 * FRAME_MS)
+
+
+@pytest.mark.parametrize(("after", "last_frames"), [(0.9, 5), (0.5 - HYSTERESIS, 4)])
+def test_speech_that_goes_on_after_its_first_frame_resumes_the_utterance(
+        after: float, last_frames: int) -> None:
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
+    updates = vad_updates([0.9, 0.0, 0.0, 0.9, after, 0.0], params)
+    assert [u.event for u in updates] == ["onset", "paused", None, "resumed", None, "paused"]
+    assert updates[-1].last_voiced_s == pytest.approx(last_frames * FRAME_S)  # (hangover rule)
+
+
+def test_while_a_reply_plays_one_frame_resumes_the_utterance() -> None:
+    """The echo canceller may swallow a person going on after the first frame (RT60 0.2 s
+    room: 0.80, then 0.06 as the early reply began): there one frame is enough."""
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
+    segmenter = Segmenter(params)
+    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S, output_quiet=i < 3)
+               for i, p in enumerate([0.9, 0.0, 0.0, 0.9, 0.0, 0.0])]
+    assert [u.event for u in updates] == ["onset", "paused", None, "resumed", "paused", None]
+    assert updates[-1].last_voiced_s == pytest.approx(4 * FRAME_S)
 
 
 def test_a_fresh_segmenter_reports_nothing_before_speech() -> None:
