@@ -180,9 +180,31 @@ def test_a_hangover_of_up_to_two_weak_frames_does_not_count_as_speech(
     assert updates[-1].last_voiced_s == pytest.approx(last_voiced_frames * FRAME_S)
 
 
-def test_step_reads_a_scored_frame_as_update_does() -> None:
-    params = VadParams(min_speech_ms=0, endpoint_silence_ms=64)
+@pytest.mark.parametrize("output_quiet", [True, False, None])
+def test_step_reads_a_scored_frame_as_update_does(output_quiet: bool | None) -> None:
+    """``None``: step's default, which is update's (a blip while nothing plays)."""
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
     stepped, updated = Segmenter(params), Segmenter(params)
-    for i, p in enumerate([0.0, 0.9, 0.9, 0.4, 0.0, 0.0, 0.0]):
+    quiet = {} if output_quiet is None else {"output_quiet": output_quiet}
+    events = []
+    for i, p in enumerate([0.0, 0.9, 0.9, 0.4, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0, 0.0]):
         start_s, end_s = i * FRAME_S, (i + 1) * FRAME_S
-        assert stepped.step(VadFrame(start_s, end_s, p)) == updated.update(p, start_s, end_s)
+        update = stepped.step(VadFrame(start_s, end_s, p), **quiet)
+        assert update == updated.update(p, start_s, end_s, **quiet)
+        events.append(update.event)
+    assert ("endpoint" in events) is (output_quiet is not False)  # the 0.9 was a blip
+
+
+@pytest.mark.parametrize("restart", ["reset", "begin"])
+def test_a_restart_forgets_a_resumption_that_may_have_been_a_blip(restart: str) -> None:
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=10 * FRAME_MS)
+    segmenter = Segmenter(params)
+    for i, p in enumerate([0.9, 0.0, 0.9]):  # resumed on one frame so far
+        segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S)
+    if restart == "reset":
+        segmenter.reset()
+        segmenter.update(0.9, 3 * FRAME_S, 4 * FRAME_S)  # a fresh onset
+    else:
+        segmenter.begin(3 * FRAME_S, 4 * FRAME_S)
+    paused = segmenter.update(0.0, 4 * FRAME_S, 5 * FRAME_S)
+    assert paused.event == "paused" and paused.last_voiced_s == pytest.approx(4 * FRAME_S)
