@@ -150,7 +150,7 @@ class EndOfTurnPolicy(TurnState):
             if self._resume_heard_s is None and update.start_s >= closing.until_s - 1e-9:
                 self.finish_closing(now_s)  # ... or speech too late for it: a fresh onset
                 return True
-            if self._maybe_echo(closing, echo_guard):  # duck until trusted or confirmed
+            if self._to_confirm(closing, echo_guard):  # duck until trusted or confirmed
                 if self._resume_heard_s is None:
                     self._resume_heard_s = update.start_s
                 self._set_duck(self._reply_audible)
@@ -178,13 +178,18 @@ class EndOfTurnPolicy(TurnState):
         if closing is not None and closing.until_reply and closing.turn_id == self._reply_turn:
             self._closing = replace(closing, until_s=min(closing.until_s, now_s))
 
-    def _maybe_echo(self, closing: Closing, echo_guard: bool) -> bool:
+    def _to_confirm(self, closing: Closing, echo_guard: bool) -> bool:
         """Speech heard while the early reply plays may be its echo: under the guard, or
         while the canceller has not settled (an early end at the warm-up silence), where a
-        burst of the first reply's echo through the cold canceller took the turn back."""
+        burst of the first reply's echo through the cold canceller took the turn back. Where
+        no echo can be in it, it may be a blip (a rain drop scored 0.51 for one frame and
+        withdrew the reply): it must go on as long as a barge-in too. (With an echo in it, a
+        settled canceller may take the person going on for echo after their first frame: that
+        frame resumes the turn.)"""
         if self._reply_turn != closing.turn_id:
             return False
-        return echo_guard or (self._reply_audible and not self._echo_settled)
+        return echo_guard or (self._reply_audible
+                              and (not self._echo_settled or self._echo_free_now))
 
     def _resume(self, closing: Closing, update: VadUpdate, now_s: float) -> None:
         """Speech went on: the early end is taken back and the turn continues."""

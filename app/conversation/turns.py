@@ -115,7 +115,8 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
             while block is not None and block.end_s <= frame.end_s + 1e-9:
                 self._sound_block(block, now_s)
                 block = next(blocks, None)
-            update = self._segmenter.step(frame, output_quiet=self._reply_turn is None)
+            update = self._segmenter.step(frame, self._reply_turn is not None
+                                          and not self._echo_free_now)
             self._sound_since_frame = False
             if self.muted:
                 continue
@@ -134,6 +135,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
 
     def _sound_block(self, block: SoundBlock, now_s: float) -> None:
         self._speech_end.add(block)
+        self._echo_free_now = block.echo_free
         if not self.muted and self.params.mode == "always_listening":
             self._on_sound(block, now_s)
             self._sound_endpoint(block, now_s)

@@ -8,11 +8,11 @@ rules live only here:
 - a candidate becomes an *onset* once it has lasted ``min_speech_ms``; a quiet frame before
   that drops it (clicks, coughs);
 - after an onset, a quiet frame starts a *pause*; speech at ``threshold`` again resumes it;
-  while nothing plays (``output_quiet``), a resumption one frame long (the next frame quiet
-  again) was a blip in the pause, not speech: the pause goes on from where it was (rain
-  drops score 0.5-0.56 for one frame in a pause; counting the silence from them ended turns
-  0.3-0.5 s late). While a reply plays the echo canceller may swallow a person going on after
-  that first frame, so there one frame still resumes;
+  a resumption one frame long (the next frame quiet again) was a blip in the pause, not
+  speech: the pause goes on from where it was (rain drops score 0.5-0.56 for one frame in a
+  pause; counting the silence from them ended turns 0.3-0.5 s late). Unless the caller says
+  speech after that frame ``may_be_swallowed`` (a reply plays and the echo canceller works on
+  its echo: it may take a person going on for echo), where one frame still resumes;
 - a pause of ``endpoint_silence_ms`` after the end of the last voiced frame is the *endpoint*.
   A hangover of at most ``HANGOVER_FRAMES`` frames under ``threshold`` (but over the lower
   one) at the end of speech is the model's probability trailing off, not speech: the silence
@@ -135,13 +135,14 @@ class Segmenter:
         self._last_strong_s, self._weak_frames = last_voiced_s, 0
         self._paused_from_s = None
 
-    def step(self, frame: VadFrame, output_quiet: bool = True) -> VadUpdate:
-        return self.update(frame.probability, frame.start_s, frame.end_s, output_quiet)
+    def step(self, frame: VadFrame, may_be_swallowed: bool = False) -> VadUpdate:
+        return self.update(frame.probability, frame.start_s, frame.end_s, may_be_swallowed)
 
     def update(self, probability: float, start_s: float, end_s: float,
-               output_quiet: bool = True) -> VadUpdate:
-        """One frame; ``output_quiet``: nothing plays (a one-frame resumption is a blip)."""
-        event = self._step(probability, start_s, end_s, output_quiet)
+               may_be_swallowed: bool = False) -> VadUpdate:
+        """One frame; ``may_be_swallowed``: speech after it may not show (see the module
+        docstring: a one-frame resumption is then no blip)."""
+        event = self._step(probability, start_s, end_s, may_be_swallowed)
         onset, last = self._onset_s, self._last_voiced_s
         voiced_ms = (last - onset) * 1000 if onset is not None and last is not None else 0.0
         pausing = event == "endpoint" or self.state == VadState.STOPPING
@@ -153,7 +154,7 @@ class Segmenter:
         return update
 
     def _step(self, p: float, start_s: float, end_s: float,
-              output_quiet: bool) -> VadEvent | None:
+              may_be_swallowed: bool) -> VadEvent | None:
         params = self.params
         voiced = p >= params.negative_threshold
         if self.state == VadState.QUIET:
@@ -184,7 +185,7 @@ class Segmenter:
             return self._endpoint_if_due(end_s) or "paused"
         # STOPPING
         if p >= params.threshold:
-            self._paused_from_s = self._last_voiced_s if output_quiet else None
+            self._paused_from_s = None if may_be_swallowed else self._last_voiced_s
             self._voiced(p, end_s)
             self.state = VadState.SPEAKING
             return "resumed"

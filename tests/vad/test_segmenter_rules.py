@@ -145,12 +145,12 @@ def test_speech_that_goes_on_after_its_first_frame_resumes_the_utterance(
     assert updates[-1].last_voiced_s == pytest.approx(last_frames * FRAME_S)  # (hangover rule)
 
 
-def test_while_a_reply_plays_one_frame_resumes_the_utterance() -> None:
+def test_where_speech_may_be_swallowed_one_frame_resumes_the_utterance() -> None:
     """The echo canceller may swallow a person going on after the first frame (RT60 0.2 s
     room: 0.80, then 0.06 as the early reply began): there one frame is enough."""
     params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
     segmenter = Segmenter(params)
-    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S, output_quiet=i < 3)
+    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S, may_be_swallowed=i >= 3)
                for i, p in enumerate([0.9, 0.0, 0.0, 0.9, 0.0, 0.0])]
     assert [u.event for u in updates] == ["onset", "paused", None, "resumed", "paused", None]
     assert updates[-1].last_voiced_s == pytest.approx(4 * FRAME_S)
@@ -180,19 +180,19 @@ def test_a_hangover_of_up_to_two_weak_frames_does_not_count_as_speech(
     assert updates[-1].last_voiced_s == pytest.approx(last_voiced_frames * FRAME_S)
 
 
-@pytest.mark.parametrize("output_quiet", [True, False, None])
-def test_step_reads_a_scored_frame_as_update_does(output_quiet: bool | None) -> None:
-    """``None``: step's default, which is update's (a blip while nothing plays)."""
+@pytest.mark.parametrize("swallowed", [False, True, None])
+def test_step_reads_a_scored_frame_as_update_does(swallowed: bool | None) -> None:
+    """``None``: step's default, which is update's (a one-frame resumption is a blip)."""
     params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
     stepped, updated = Segmenter(params), Segmenter(params)
-    quiet = {} if output_quiet is None else {"output_quiet": output_quiet}
+    quiet = {} if swallowed is None else {"may_be_swallowed": swallowed}
     events = []
     for i, p in enumerate([0.0, 0.9, 0.9, 0.4, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0, 0.0]):
         start_s, end_s = i * FRAME_S, (i + 1) * FRAME_S
         update = stepped.step(VadFrame(start_s, end_s, p), **quiet)
         assert update == updated.update(p, start_s, end_s, **quiet)
         events.append(update.event)
-    assert ("endpoint" in events) is (output_quiet is not False)  # the 0.9 was a blip
+    assert ("endpoint" in events) is (swallowed is not True)  # the 0.9 was a blip
 
 
 @pytest.mark.parametrize("restart", ["reset", "begin"])
