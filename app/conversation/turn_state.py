@@ -78,7 +78,7 @@ class TurnState:
         self._sound_end_s = 0.0  # ... ends here ...
         self._sound_blocks = 0  # ... and has this many
         self._sound_echo_free = True  # ... none of which can hold an echo of the speaker
-        self._echo_free_now = True  # the latest block cannot (the VAD hears what the mic does)
+        self._echo_free_now = True  # the latest block can hold no echo (nothing cancels it)
         self._sound_duck_s: float | None = None  # ducked on sound alone, from this run
         self._sound_spent_s: float | None = None  # a run that ducked and was given back
         self._sound_since_frame = False  # a sound block came after the latest VAD frame
