@@ -5,8 +5,10 @@ Scorers are swappable (silero ONNX in the app, energy or scripted ones in tests)
 rules live only here:
 - a frame at or above ``threshold`` starts a *candidate* at its start time;
 - frames at or above the lower ``threshold - 0.15`` keep speech going (hysteresis);
-- a candidate becomes an *onset* once it has lasted ``min_speech_ms``; a quiet frame before
-  that drops it (clicks, coughs);
+- a candidate becomes an *onset* once it has lasted ``min_speech_ms``; two quiet frames
+  running before that drop it (clicks, coughs). One is a dip: a distant talker in a
+  reverberant room scored 0.32 for one frame inside a word, and the candidate dropped there
+  lost the first 1.3 s of their turn;
 - after an onset, a quiet frame starts a *pause*; speech at ``threshold`` again resumes it;
   a resumption one frame long (the next frame quiet again) was a blip in the pause, not
   speech: the pause goes on from where it was (rain drops score 0.5-0.56 for one frame in a
@@ -117,6 +119,7 @@ class Segmenter:
         self._last_voiced_s: float | None = None
         self._last_strong_s: float | None = None  # end of the last frame at ``threshold``
         self._weak_frames = 0  # voiced frames under ``threshold`` since then
+        self._dipped = False  # a candidate's latest frame was quiet
         self._paused_from_s: float | None = None  # a pause's last voiced end, while it may
         # still go on (the utterance resumed on a single frame so far)
 
@@ -162,12 +165,17 @@ class Segmenter:
                 return None
             self._onset_s, self._last_voiced_s = start_s, end_s
             self._last_strong_s, self._weak_frames = end_s, 0
+            self._dipped = False
             self.state = VadState.STARTING
             return self._confirm_onset(end_s) or "candidate"
         if self.state == VadState.STARTING:
             if not voiced:
+                if not self._dipped:
+                    self._dipped = True
+                    return None
                 self.state = VadState.QUIET
                 return "dropped"
+            self._dipped = False
             self._voiced(p, end_s)
             return self._confirm_onset(end_s)
         if self.state == VadState.SPEAKING:

@@ -31,7 +31,17 @@ def test_onset_after_min_speech_then_endpoint_after_the_silence() -> None:
 
 def test_a_burst_shorter_than_min_speech_is_dropped() -> None:
     probs = [0.9] * 5 + [0.1] * 30
-    assert events(probs) == [(1, "candidate"), (6, "dropped")]
+    assert events(probs) == [(1, "candidate"), (7, "dropped")]  # at its second quiet frame
+
+
+def test_a_candidate_goes_on_over_a_one_frame_dip() -> None:
+    """Issue 14: a distant talker in the RT60 0.8 s room scored 0.59-0.81 for six frames,
+    0.32 for one, then 0.34-0.38: the candidate was dropped at the dip and the turn's audio
+    began 970 ms after its true onset."""
+    probs = [0.9] * 6 + [0.2] + [0.4] * 2 + [0.2, 0.2]
+    assert events(probs) == [(1, "candidate"), (8, "onset"), (10, "paused")]  # 256 ms
+    assert events([0.9] * 6 + [0.2, 0.2] + [0.9] * 5) == [(1, "candidate"), (8, "dropped"),
+                                                         (9, "candidate")]
 
 
 def test_hysteresis_keeps_speech_going_between_the_two_thresholds() -> None:

@@ -46,7 +46,8 @@ def test_a_frame_exactly_at_the_threshold_is_speech_and_exactly_at_the_lower_one
     updates = vad_updates([0.9] + [low] * 10, params)
     assert [u.event for u in updates if u.event] == ["candidate", "onset"]
     assert updates[-1].state == VadState.SPEAKING
-    assert vad_updates([0.9, low - 0.001], params)[1].event == "dropped"
+    dipped = vad_updates([0.9, low - 0.001, low, low - 0.001, low - 0.001], params)
+    assert [u.event for u in dipped] == ["candidate", None, None, None, "dropped"]
 
 
 def test_resuming_a_pause_needs_the_full_threshold_exactly() -> None:
@@ -106,11 +107,13 @@ def test_updates_report_times_and_durations_frame_by_frame() -> None:
 
 
 def test_a_dropped_candidate_reports_no_silence_and_leaves_no_onset_behind() -> None:
-    updates = vad_updates([0.9, 0.9, 0.0, 0.0], VadParams())
-    dropped = updates[2]
+    updates = vad_updates([0.9, 0.9, 0.0, 0.0, 0.0], VadParams())
+    dip, dropped = updates[2:4]
+    assert (dip.event, dip.state, dip.silence_ms) == (None, VadState.STARTING, 0.0)
+    assert dip.voiced_ms == pytest.approx(2 * FRAME_MS)  # the dip is not voiced
     assert (dropped.event, dropped.state) == ("dropped", VadState.QUIET)
     assert dropped.silence_ms == 0.0 and dropped.voiced_ms == pytest.approx(2 * FRAME_MS)
-    assert (updates[3].onset_s, updates[3].last_voiced_s, updates[3].voiced_ms) == (None, None,
+    assert (updates[4].onset_s, updates[4].last_voiced_s, updates[4].voiced_ms) == (None, None,
                                                                                    0.0)
 
 
