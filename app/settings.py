@@ -174,11 +174,11 @@ class VadSettings(_Group):
         "end-of-turn model, or when it answers late)."
     )
     # Off by default, as pipecat's and OpenAI's semantic turn detection are: on the real-speech
-    # corpus it keeps 9 of 12 thinking pauses inside the turn (silence alone: 0) and splits 4
-    # turns (silence: 12), answers finished turns sooner (462 / 631 ms against 548 / 677; a
+    # corpus it keeps 9 of 12 thinking pauses inside the turn (silence alone: 0) and splits 6
+    # turns (silence: 13), answers finished turns sooner (454 / 568 ms against 548 / 623; a
     # session's first turns wait smart_warmup_silence_ms), but starts replies it must take back
-    # (12 in the dialogues), and leaves finished German sentences waiting
-    # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth session).
+    # (10 in the dialogues), and leaves finished German sentences waiting
+    # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth to eighth sessions).
     smart_endpoint: bool = Field(
         False, description="Ask the end-of-turn model at each pause whether you have finished: "
         "a finished sentence is answered at once, a thinking pause is waited through."
