@@ -220,10 +220,11 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
             self._last_voiced_s = update.last_voiced_s
         if update.event == "resumed":
             self._paused = False
-            if self._speculating:
-                self._speculating = False
-                self._actions.append(SpeculationCancelled(self._user_turn, now_s))
-        elif update.event == "paused":
+        if self._speculating and update.state == VadState.SPEAKING and not update.may_be_blip:
+            # (a blip in the pause leaves the engine's head start alone)
+            self._speculating = False
+            self._actions.append(SpeculationCancelled(self._user_turn, now_s))
+        if update.event == "paused":
             self._paused = True
             self._pause += 1
         if update.event in ("paused", "resumed"):

@@ -101,6 +101,7 @@ class VadUpdate:
     last_voiced_s: float | None = None  # end of its last voiced frame
     voiced_ms: float = 0.0  # onset → last voiced frame
     silence_ms: float = 0.0  # last voiced frame → end of this frame (while STOPPING)
+    may_be_blip: bool = False  # "resumed" on this one frame: the next may take it back
 
 
 class Segmenter:
@@ -151,7 +152,8 @@ class Segmenter:
         pausing = event == "endpoint" or self.state == VadState.STOPPING
         silence_ms = (end_s - last) * 1000 if pausing and last is not None else 0.0
         update = VadUpdate(start_s, end_s, probability, self.state, event, onset, last,
-                           voiced_ms, silence_ms)
+                           voiced_ms, silence_ms,
+                           event == "resumed" and self._paused_from_s is not None)
         if self.state == VadState.QUIET:
             self._onset_s = self._last_voiced_s = None
         return update

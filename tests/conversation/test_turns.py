@@ -65,6 +65,20 @@ def test_one_frame_of_speech_in_a_pause_does_not_count_the_silence_again() -> No
     assert ended.endpoint_s == pytest.approx(s.pumped_at(36))  # 512 ms after the speech
 
 
+def test_a_blip_in_a_pause_leaves_the_speculative_start_alone() -> None:
+    """A real engine restarts its prefill for a cancelled speculation: a rain drop must not
+    cost the reply that head start. Speech that goes on cancels it at its second frame."""
+    s = Script(speculative_pause_ms=150).frames(SPEECH, 20).frames(QUIET, 9)
+    s.frames(SPEECH, 1).frames(QUIET, 20)
+    assert len(s.of(t.SpeculationStarted)) == 1 and not s.of(t.SpeculationCancelled)
+    assert s.of(t.TurnEnded)[0].user_end_s == pytest.approx(20 * FRAME_S)
+    s = Script(speculative_pause_ms=150).frames(SPEECH, 20).frames(QUIET, 9).frames(SPEECH, 1)
+    assert not s.of(t.SpeculationCancelled)
+    s.frames(SPEECH, 1)
+    [cancelled] = s.of(t.SpeculationCancelled)
+    assert cancelled.t_s == pytest.approx(s.pumped_at(31))
+
+
 def test_sound_after_the_last_frame_leaves_the_endpoint_to_the_frame() -> None:
     s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 15)
     s.blocks(True, 1).blocks(False, 2)  # something to hear: the frame may be speech again
@@ -395,7 +409,7 @@ def test_speculation_starts_at_the_first_frame_whose_silence_reaches_its_pause(
     assert not s.of(t.SpeculationStarted)
     s.frames(QUIET, 1)
     assert s.of(t.SpeculationStarted) == [t.SpeculationStarted(1, s.now)]
-    s.frames(SPEECH, 1)
+    s.frames(SPEECH, 2)  # speech going on: its second frame (one may be a blip)
     assert s.of(t.SpeculationCancelled) == [t.SpeculationCancelled(1, s.now)]
 
 

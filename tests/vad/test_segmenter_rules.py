@@ -139,6 +139,19 @@ def test_one_frame_of_speech_in_a_pause_while_nothing_plays_is_a_blip() -> None:
     assert updates[-1].silence_ms == pytest.approx(5 * FRAME_MS)
 
 
+@pytest.mark.parametrize("swallowed", [False, True])
+def test_a_one_frame_resumption_says_it_may_be_a_blip(swallowed: bool) -> None:
+    """The turn controller keeps a speculative start over a possible blip."""
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
+    segmenter = Segmenter(params)
+    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S, may_be_swallowed=swallowed)
+               for i, p in enumerate([0.9, 0.0, 0.9, 0.9, 0.0, 0.9, 0.0])]
+    assert [u.event for u in updates] == ["onset", "paused", "resumed", None, "paused",
+                                          "resumed", "paused"]
+    assert [u.may_be_blip for u in updates] == [False, False, not swallowed, False, False,
+                                                 not swallowed, False]
+
+
 @pytest.mark.parametrize(("after", "last_frames"), [(0.9, 5), (0.5 - HYSTERESIS, 4)])
 def test_speech_that_goes_on_after_its_first_frame_resumes_the_utterance(
         after: float, last_frames: int) -> None:
