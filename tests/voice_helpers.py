@@ -45,10 +45,11 @@ def duration(name: str) -> float:
     return len(speech(name)) / RATE
 
 
-def vad_updates(probabilities: list[float], params: VadParams | None = None) -> list[VadUpdate]:
+def vad_updates(probabilities: list[float], params: VadParams | None = None,
+                may_be_swallowed: bool = False) -> list[VadUpdate]:
     """Segmenter updates for a scripted list of per-frame probabilities."""
     segmenter = Segmenter(params or VadParams())
-    return [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S)
+    return [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S, may_be_swallowed)
             for i, p in enumerate(probabilities)]
 
 

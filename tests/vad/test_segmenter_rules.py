@@ -143,9 +143,7 @@ def test_one_frame_of_speech_in_a_pause_while_nothing_plays_is_a_blip() -> None:
 def test_a_one_frame_resumption_says_it_may_be_a_blip(swallowed: bool) -> None:
     """The turn controller keeps a speculative start over a possible blip."""
     params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
-    segmenter = Segmenter(params)
-    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S, may_be_swallowed=swallowed)
-               for i, p in enumerate([0.9, 0.0, 0.9, 0.9, 0.0, 0.9, 0.0])]
+    updates = vad_updates([0.9, 0.0, 0.9, 0.9, 0.0, 0.9, 0.0], params, swallowed)
     assert [u.event for u in updates] == ["onset", "paused", "resumed", None, "paused",
                                           "resumed", "paused"]
     assert [u.may_be_blip for u in updates] == [False, False, not swallowed, False, False,
@@ -165,9 +163,7 @@ def test_where_speech_may_be_swallowed_one_frame_resumes_the_utterance() -> None
     """The echo canceller may swallow a person going on after the first frame (RT60 0.2 s
     room: 0.80, then 0.06 as the early reply began): there one frame is enough."""
     params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
-    segmenter = Segmenter(params)
-    updates = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S, may_be_swallowed=i >= 3)
-               for i, p in enumerate([0.9, 0.0, 0.0, 0.9, 0.0, 0.0])]
+    updates = vad_updates([0.9, 0.0, 0.0, 0.9, 0.0, 0.0], params, may_be_swallowed=True)
     assert [u.event for u in updates] == ["onset", "paused", None, "resumed", "paused", None]
     assert updates[-1].last_voiced_s == pytest.approx(4 * FRAME_S)
 
