@@ -4,7 +4,8 @@ At a pause of ``smart_pause_ms`` the controller asks the end-of-turn model once
 (``EndpointQuery``); the pipeline runs it off the voice loop and hands the verdict back
 (``endpoint_verdict``). Three answers:
 - *finished* (at or above ``smart_threshold``): the turn ends now, early, where a person
-  going on over the reply would be heard (barge-in on, and the echo canceller settled). While
+  going on over the reply would be heard (barge-in on, and the echo canceller settled), and
+  not on a 10 ms block well over the pause's level (the next word may be starting). While
   AEC3 warms up (a session's first reply) it swallows speech over a reply, so a person going
   on after a pause could go unnoticed: the turn then ends at ``smart_warmup_silence_ms`` of
   silence, past the pauses inside a sentence and still before silence alone would end it;
@@ -49,13 +50,13 @@ class EndOfTurnPolicy(TurnState):
         canceller has settled (otherwise at the warm-up silence, see ``_smart_pause``)."""
         if turn_id == self._user_turn and pause == self._pause and self._paused:
             self._verdict = probability
-            if self._finished() and self._echo_settled:
+            if self._finished() and self._echo_settled and not self._resuming():
                 self._end_early(now_s, False)
         return self._flush(now_s)
 
-    def _end_early(self, now_s: float, waited: bool = True) -> None:
+    def _end_early(self, now_s: float, waited: bool) -> None:
         """End the turn on the model's verdict; speech going on may still take it back.
-        ``waited``: at the warm-up silence, not at the verdict."""
+        ``waited``: at the warm-up silence (the canceller not settled), not at the verdict."""
         self._end_open(now_s, self.params.endpoint_silence_ms, waited=waited, unsure=False)
 
     def _smart_pause(self, update: VadUpdate, now_s: float) -> bool:
@@ -81,8 +82,9 @@ class EndOfTurnPolicy(TurnState):
         """Ends the paused turn if ``silence_ms`` (tolerance added) calls for it, at a frame or
         a sound block: early at the warm-up silence on the model's "finished", else at the
         endpoint silence unless the model said "not yet" (True: the turn ended)."""
-        if silence_ms >= self.params.smart_warmup_silence_ms and self._finished():
-            self._end_early(now_s)
+        if (self._finished() and not self._resuming()
+                and (self._echo_settled or silence_ms >= self.params.smart_warmup_silence_ms)):
+            self._end_early(now_s, not self._echo_settled)
             return True
         if (silence_ms >= self.params.endpoint_silence_ms
                 and not (self.params.smart and self._waits_for_more())):
@@ -94,6 +96,13 @@ class EndOfTurnPolicy(TurnState):
                 self._restart_vad()
             return True
         return False
+
+    def _resuming(self) -> bool:
+        """Sound is coming back in the pause (the latest 10 ms block well over the pause's
+        level): an early reply now would start over the person's next word, where a canceller
+        still warming up swallows it (a sentence going on after a 350-400 ms pause was split
+        in two). The end waits for a block or a frame: the VAD says speech, or it was none."""
+        return self._speech_end.resuming(self._last_voiced_s)
 
     def _unsure(self) -> bool:
         """The model answered for this pause, between "not finished" and "finished"."""

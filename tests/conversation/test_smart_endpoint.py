@@ -207,6 +207,45 @@ def test_while_the_canceller_warms_up_speech_over_an_early_reply_must_last_to_re
     assert resumed.resumed_s == pytest.approx(30 * FRAME_S)
 
 
+LOUD, FLOOR = 1e-3, 1e-7  # blocks' mean squares: words, and the room in a pause
+
+
+def test_while_the_canceller_warms_up_an_early_end_waits_for_sound_coming_back_to_go() -> None:
+    """A sentence going on after a 400 ms pause, in an echo room: the turn ended at the
+    warm-up silence on the first 10 ms of the next word, the reply started over it, the cold
+    canceller swallowed the word and the sentence was split. A block well over the pause's
+    level holds the end off until the VAD says speech (the turn goes on) or a quiet block."""
+    s = smart(smart_warmup_silence_ms=300.0)
+    s.settled = False
+    s.power = LOUD
+    s.frames(SPEECH, 20)
+    s.power = FLOOR
+    s.frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97).blocks(False, 10)  # 290 ms
+    s.power = LOUD
+    s.blocks(False, 2)  # 300 and 310 ms: the next word's first blocks
+    assert not s.of(t.TurnEnded) and s.controller.user_turn_id == 1
+    s.power = FLOOR  # a sound that was no word: the end goes ahead at the next quiet block
+    s.blocks(False, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "model" and ended.waited_for_canceller
+
+
+def test_a_verdict_that_comes_as_sound_comes_back_waits_for_a_quiet_block() -> None:
+    s = smart()
+    s.power = LOUD
+    s.frames(SPEECH, 20)
+    s.power = FLOOR
+    s.frames(QUIET, 6)
+    s.power = LOUD
+    s.blocks(False, 1).call("endpoint_verdict", 1, 1, 0.97)
+    assert not s.of(t.TurnEnded)
+    s.power = FLOOR
+    s.blocks(False, 1)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.decided_by == "model" and not ended.waited_for_canceller
+    assert ended.endpoint_s == pytest.approx(0.85)  # the second block after the 26th frame
+
+
 def test_echo_heard_after_an_early_end_does_not_keep_the_turn_open() -> None:
     """In a reverberant room the reply's echo, ducked and given back, kept the pause short in
     the VAD's eyes, and a barge-in 0.9 s after the turn's last word resumed the turn. Speech

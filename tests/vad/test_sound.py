@@ -14,6 +14,7 @@ from app.vad.sound import (
     END_RANGE_DB,
     FLOOR_MARGIN_DB,
     MIN_FLOOR_POWER,
+    RESUMING_MARGIN_DB,
     SoundBlock,
     SoundGate,
     SpeechEnd,
@@ -168,3 +169,38 @@ def test_a_tail_exactly_at_the_range_is_speech() -> None:
     edge = loud * 10 ** (-END_RANGE_DB / 10)
     finder = speech_end_of([1e-9] * 100 + [loud] * 20 + [edge] * 2 + [1e-9] * 4)
     assert finder.end(1.26) == pytest.approx(1.22)
+
+
+def test_a_block_well_over_the_pauses_level_is_sound_coming_back() -> None:
+    """A sentence going on after a 400 ms pause: its first 10 ms stand ~30 dB over the pause,
+    a frame or two before the VAD's probability rises."""
+    floor, words = 1e-7, 1e-3
+    pause = [words] * 50 + [floor] * 20  # the words end at 0.5 s
+    over = floor * 10 ** ((RESUMING_MARGIN_DB + 1) / 10)
+    assert speech_end_of([*pause, over]).resuming(0.5)
+    under = floor * 10 ** ((RESUMING_MARGIN_DB - 1) / 10)
+    assert not speech_end_of([*pause, under]).resuming(0.5)
+    assert not speech_end_of(pause).resuming(0.5)  # the pause itself
+
+
+def test_resuming_compares_with_the_pause_alone_and_needs_three_blocks_of_it() -> None:
+    floor, words = 1e-7, 1e-3
+    over = floor * 10 ** ((RESUMING_MARGIN_DB + 1) / 10)
+    # the words before the pause do not raise its level ...
+    assert speech_end_of([*[words] * 50, *[floor] * 3, over]).resuming(0.5)
+    # ... and two blocks are no level to compare with
+    assert not speech_end_of([*[words] * 50, *[floor] * 2, over]).resuming(0.5)
+    # without levels (scripts, a deaf microphone) nothing comes back
+    assert not speech_end_of([0.0] * 80).resuming(0.5)
+
+
+def test_the_pauses_level_is_the_median_of_every_block_before_the_latest() -> None:
+    floor, tail, over = 1e-7, 1e-4, 1e-5  # the latest 20 dB over the floor
+    # the words' last trailing block opens the pause: it does not set the level ...
+    assert speech_end_of([*[1e-3] * 50, tail, *[floor] * 20, over]).resuming(0.5)
+    # ... but a pause whose level rose half-way has that level (the median of all its blocks)
+    assert not speech_end_of([*[1e-3] * 50, floor, floor, tail, tail, over]).resuming(0.5)
+    # exactly at the margin is not over it
+    at_margin = floor * 10 ** (RESUMING_MARGIN_DB / 10)
+    assert not speech_end_of([*[1e-3] * 50, *[floor] * 10, at_margin]).resuming(0.5)
+
