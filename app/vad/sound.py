@@ -110,7 +110,11 @@ class SpeechEnd:
         self._blocks: deque[tuple[float, float]] = deque(maxlen=END_HISTORY_BLOCKS)
 
     def add(self, block: SoundBlock) -> None:
-        self._smoothed.append(self._recent.push(block.power))
+        """A block with no level (0: deaf, as in half-duplex over a reply) says nothing of the
+        room's floor: counted there, it set the floor at digital silence and a quiet tail after
+        the words was taken for speech (half-duplex turn ends 64 ms later than elsewhere)."""
+        if block.power > 0.0:
+            self._smoothed.append(self._recent.push(block.power))
         self._blocks.append((block.end_s, block.power))
 
     def resuming(self, pause_from_s: float) -> bool:
@@ -126,8 +130,8 @@ class SpeechEnd:
     def end(self, last_voiced_s: float) -> float:
         """Where speech stopped, given the end of the VAD's last voiced frame: never later,
         at most ``END_MAX_SHIFT_S`` sooner."""
-        if not self._blocks:
-            return last_voiced_s
+        if not self._smoothed:
+            return last_voiced_s  # no level known
         floor = max(min(self._smoothed), MIN_FLOOR_POWER)
         peak = max(power for _, power in self._blocks)
         if peak < floor * _END_FLOOR_FACTOR:

@@ -134,6 +134,17 @@ def test_without_levels_the_vads_end_stands() -> None:
     assert speech_end_of([0.0] * 100).end(1.0) == 1.0  # blocks with no level (scripts, deaf)
 
 
+def test_blocks_with_no_level_say_nothing_of_the_floor() -> None:
+    """Half-duplex is deaf over a reply (blocks of power 0): they set the floor at digital
+    silence, and a tail 7 dB over the room, no speech elsewhere, was taken for the words."""
+    floor, words, tail = 1e-7, 1e-3, 5e-7
+    finder = speech_end_of([*[floor] * 50, *[0.0] * 150, *[words] * 50, *[tail] * 3,
+                            *[floor] * 3])
+    assert finder.end(2.56) == pytest.approx(2.5)
+    assert speech_end_of([*[floor] * 200, *[words] * 50, *[tail] * 3,
+                          *[floor] * 3]).end(2.56) == pytest.approx(2.5)  # as without deafness
+
+
 def test_the_loudest_is_the_last_seconds() -> None:
     """A loud sound two seconds before the words does not set their range."""
     finder = speech_end_of([1e-1] * 10 + [1e-9] * 190 + [1e-3] * 50 + [1e-6] * 2 + [1e-9] * 6)
