@@ -175,10 +175,10 @@ class VadSettings(_Group):
     )
     # Off by default, as pipecat's and OpenAI's semantic turn detection are: on the real-speech
     # corpus it keeps 9 of 12 thinking pauses inside the turn (silence alone: 0) and splits 6
-    # turns (silence: 13), answers finished turns sooner (454 / 568 ms against 548 / 623; a
+    # turns (silence: 13), answers finished turns sooner (454 / 563 ms against 548 / 612; a
     # session's first turns wait smart_warmup_silence_ms), but starts replies it must take back
-    # (10 in the dialogues), and leaves finished German sentences waiting
-    # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth to eighth sessions).
+    # (8 in the dialogues), and leaves finished German sentences waiting
+    # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth to ninth sessions).
     smart_endpoint: bool = Field(
         False, description="Ask the end-of-turn model at each pause whether you have finished: "
         "a finished sentence is answered at once, a thinking pause is waited through."
@@ -203,7 +203,9 @@ class VadSettings(_Group):
     # silence, past the corpus's longest pause inside a sentence; on the real-speech corpus the
     # median reply after a finished turn went 547 -> 472 ms with no more split turns; 350 and 300
     # answered sooner (422, 378 ms) but 300 split three sentences at 400 ms pauses in rain and
-    # echo rooms and 350 took one reply back from its own echo (BENCHMARKS.md, 2026-11-26).
+    # echo rooms and 350 took one reply back from its own echo (BENCHMARKS.md, 2026-11-26);
+    # measured again once an early end waited for sound coming back (ninth session): 300
+    # answered in 362 ms with one split more, 350 in 412 ms with an unattended self-interruption.
     smart_warmup_silence_ms: int = Field(
         400, ge=60, le=2000, description="Silence after which a turn the model calls finished "
         "is answered while the echo canceller is still learning the room (a session's first "
