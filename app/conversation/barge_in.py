@@ -50,6 +50,11 @@ WEAK_FRAMES = 3
 # own reply; the people's barge-ins of the corpus without such sound had a frame at 0.80 or
 # more (BENCHMARKS.md, turn-taking, 2026-11-26 fourth session).
 CONFIDENT_PROBABILITY = 0.7
+# A turn's audio starts a pre-roll before the weakly voiced run (frames at WEAK_PROBABILITY or
+# more, one frame's dip allowed) that led into its onset, up to this much before the onset:
+# a soft first word scored 0.30-0.44 in rain at 5 dB and the onset came on the second word,
+# 434 ms late, so the pre-roll alone lost the first (BENCHMARKS.md, ninth session).
+LEAD_MAX_S = 0.5
 
 
 class BargeInPolicy(TurnState):
@@ -112,6 +117,7 @@ class BargeInPolicy(TurnState):
         return True
 
     def _idle_vad(self, update: VadUpdate, now_s: float, echo_guard: bool) -> None:
+        self._track_lead(update)
         voiced = update.onset_s is not None and update.state in (VadState.STARTING,
                                                                  VadState.SPEAKING)
         if not voiced and self._weakly_voiced(update, now_s, echo_guard):
@@ -144,8 +150,27 @@ class BargeInPolicy(TurnState):
                                                 and update.state == VadState.SPEAKING)
         if confirmed and self._reply_turn is None:
             self._interrupted = False
-            self._start_turn(onset, onset - self.params.pre_roll_ms / 1000)
+            self._start_turn(onset, self._lead_from(onset) - self.params.pre_roll_ms / 1000)
             self._last_voiced_s = update.last_voiced_s or update.end_s
+
+    def _track_lead(self, update: VadUpdate) -> None:
+        """Where the run of weakly voiced frames leading to an onset began, while nothing
+        plays (over a reply the canceller's residue scores as weakly voiced too)."""
+        if update.probability >= WEAK_PROBABILITY and self._reply_turn is None:
+            if self._lead_start_s is None:
+                self._lead_start_s = update.start_s
+            self._lead_dips = 0
+        elif self._lead_start_s is not None:
+            self._lead_dips += 1
+            if self._lead_dips >= 2 or self._reply_turn is not None:
+                self._lead_start_s = None
+
+    def _lead_from(self, onset_s: float) -> float:
+        """The start of the lead-in to this onset, at most ``LEAD_MAX_S`` sooner."""
+        lead = self._lead_start_s
+        if lead is None:
+            return onset_s
+        return max(min(lead, onset_s), onset_s - LEAD_MAX_S)
 
     def _convincing(self, onset_s: float) -> bool:
         """Enough to stop the reply: the VAD sure of one frame of this speech, or the sound gate

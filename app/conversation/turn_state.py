@@ -74,6 +74,8 @@ class TurnState:
         self._episode_end_s = 0.0  # ... and was last voiced here
         self._episode_peak = 0.0  # ... its most confident frame (the VAD's probability)
         self._closing: Closing | None = None  # an early end that speech may still take back
+        self._lead_start_s: float | None = None  # weakly voiced frames since here (idle) ...
+        self._lead_dips = 0  # ... but for this many frames under it
         self._sound_start_s: float | None = None  # the current run of sound blocks ...
         self._sound_end_s = 0.0  # ... ends here ...
         self._sound_blocks = 0  # ... and has this many
@@ -126,10 +128,10 @@ class TurnState:
         """Forget the utterance the VAD is in: speech from the next frame on needs a fresh
         onset."""
         self._segmenter.reset()
-        self._episode_start_s = None
+        self._episode_start_s = self._lead_start_s = None
 
     def _start_turn(self, onset_s: float, audio_from_s: float) -> None:
-        self._episode_start_s = None
+        self._episode_start_s = self._lead_start_s = None
         turn_id = self._next_turn_id
         self._next_turn_id += 1
         self._user_turn, self._onset_s, self._last_voiced_s = turn_id, onset_s, onset_s

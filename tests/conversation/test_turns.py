@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import events as ev
+from app.conversation import barge_in as b
 from app.conversation import turns as t
 from app.events import ConversationState as S
 from app.settings import Settings
@@ -96,6 +97,46 @@ def test_speculation_starts_at_a_short_pause_and_is_cancelled_when_speech_resume
     assert len(s.of(t.SpeculationStarted)) == 2 and len(s.of(t.TurnEnded)) == 1
     order = [type(a).__name__ for _, a in s.log if not isinstance(a, t.StateSet)]
     assert order[-2:] == ["SpeculationStarted", "TurnEnded"]
+
+
+WEAK = 0.3  # under the VAD's threshold, over the weakly voiced level
+
+
+def test_a_weakly_voiced_lead_in_moves_the_turns_audio_back() -> None:
+    """A soft first word in rain at 5 dB scored 0.30-0.44 and the onset came on the second
+    word, 434 ms late: the turn's audio now starts a pre-roll before the weakly voiced run
+    that led to the onset (one frame's dip in it allowed)."""
+    s = Script(speculative_start=False).frames(QUIET, 20).frames(WEAK, 6).frames(0.1, 1)
+    s.frames(b.WEAK_PROBABILITY, 2).frames(SPEECH, 12)
+    started = s.of(t.TurnStarted)[0]
+    assert started.onset_s == pytest.approx(29 * FRAME_S)
+    assert started.audio_from_s == pytest.approx(20 * FRAME_S - 0.3)
+
+
+def test_two_quiet_frames_end_a_lead_in_and_it_reaches_back_at_most_half_a_second() -> None:
+    s = Script(speculative_start=False).frames(QUIET, 5).frames(WEAK, 3).frames(0.1, 2)
+    s.frames(WEAK, 2).frames(SPEECH, 12)
+    assert s.of(t.TurnStarted)[0].audio_from_s == pytest.approx(10 * FRAME_S - 0.3)
+    s = Script(speculative_start=False).frames(QUIET, 5).frames(WEAK, 30).frames(SPEECH, 12)
+    started = s.of(t.TurnStarted)[0]
+    assert started.onset_s == pytest.approx(35 * FRAME_S)
+    assert started.audio_from_s == pytest.approx(35 * FRAME_S - b.LEAD_MAX_S - 0.3)
+
+
+def test_a_lead_in_belongs_to_its_own_turn_and_none_is_taken_over_a_reply() -> None:
+    """Over a reply the canceller's residue scores as weakly voiced too: a barge-in's audio
+    starts a pre-roll before its onset, as before; the next turn does not inherit a lead."""
+    s = Script(speculative_start=False).frames(QUIET, 5).frames(WEAK, 5)
+    s.frames(SPEECH, 12).frames(QUIET, 17)
+    assert s.of(t.TurnStarted)[0].audio_from_s == pytest.approx(5 * FRAME_S - 0.3)
+    s.call("reply_audible", 1).frames(WEAK, 5).frames(SPEECH, 8)
+    new = s.of(t.TurnStarted)[-1]
+    assert new.turn_id == 2 and new.audio_from_s == pytest.approx(44 * FRAME_S - 0.3)
+    s.frames(QUIET, 17).call("reply_audible", 2).call("reply_finished", 2)
+    s.frames(QUIET, 3).frames(SPEECH, 8)
+    third = s.of(t.TurnStarted)[-1]
+    assert third.turn_id == 3
+    assert third.audio_from_s == pytest.approx(third.onset_s - 0.3)
 
 
 def test_barge_in_ducks_then_interrupts_then_starts_the_new_turn_with_its_onset() -> None:
