@@ -66,8 +66,9 @@ class EndOfTurnPolicy(TurnState):
         silence = update.silence_ms + 1e-6
         if self._asked_pause != self._pause and silence >= self.params.smart_pause_ms:
             self._asked_pause = self._pause
-            self._actions.append(EndpointQuery(self._user_turn, self._pause, now_s,
-                                               self._heard_end_s()))
+            self._actions.append(EndpointQuery(
+                self._user_turn, self._pause, now_s, self._heard_end_s(),
+                self._onset_s - self.params.pre_roll_ms / 1000))
             return False
         return self._end_if_due(silence, now_s)
 

@@ -114,7 +114,8 @@ class PipelineTurns:
         self._turn_feed.pump(a.turn_id)
         heard = self._turn_feed.audio_until(a.speech_end_s
                                             + self.settings.vad.smart_tail_ms / 1000,
-                                            SMART_TURN_WINDOW_SAMPLES)  # what the model hears
+                                            SMART_TURN_WINDOW_SAMPLES,
+                                            a.heard_from_s)  # what the model hears
         self._endpointer.submit(a.turn_id, a.pause, heard, self.clock.now())
     # ---- turn actions -> events, engine, player -----------------------------------------
 

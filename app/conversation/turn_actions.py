@@ -67,6 +67,10 @@ class EndpointQuery:
     # the end of the last voiced VAD frame before the pause (what the model hears: the
     # silence counts from the level's end, up to 64 ms sooner, see app.vad.sound.SpeechEnd)
     speech_end_s: float
+    # where the model's audio may start: the onset's pre-roll, as its scores were measured on
+    # (the turn's audio may start sooner, at a weakly voiced lead-in; a longer lead of rain
+    # moved a German sentence's score from unsure to "not finished")
+    heard_from_s: float = float("-inf")
 
 
 @dataclass(frozen=True)

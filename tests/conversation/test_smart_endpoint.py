@@ -28,6 +28,7 @@ def test_the_model_is_asked_once_per_pause_and_a_finished_turn_ends_at_its_verdi
     [query] = s.of(t.EndpointQuery)
     assert query.turn_id == 1 and query.pause == 1
     assert query.speech_end_s == pytest.approx(20 * FRAME_S)  # what the model is to hear
+    assert query.heard_from_s == pytest.approx(-0.3)  # ... from the onset's pre-roll on
     s.frames(QUIET, 2)
     assert len(s.of(t.EndpointQuery)) == 1 and not s.of(t.TurnEnded)  # once per pause
     s.call("endpoint_verdict", 1, 1, 0.93)
@@ -41,6 +42,16 @@ def test_the_model_is_asked_once_per_pause_and_a_finished_turn_ends_at_its_verdi
     s.frames(SPEECH, 9)  # the next speech is a new utterance (a barge-in), not turn 1 again
     assert not s.of(t.TurnResumed)
     assert s.of(t.TurnStarted)[-1].onset_s == pytest.approx(36 * FRAME_S)
+
+
+def test_the_model_hears_the_turn_from_its_onsets_pre_roll_not_from_a_lead_in() -> None:
+    """Its scores were measured on that audio: more rain before a German sentence moved it
+    from unsure (0.37) to "not finished", and a barge-in 0.8 s later merged into the turn."""
+    s = smart().frames(QUIET, 20).frames(0.3, 6).frames(SPEECH, 20).frames(QUIET, 4)
+    [started] = s.of(t.TurnStarted)
+    assert started.audio_from_s == pytest.approx(20 * FRAME_S - 0.3)  # the engine's audio
+    [query] = s.of(t.EndpointQuery)
+    assert query.heard_from_s == pytest.approx(26 * FRAME_S - 0.3)
 
 
 def test_speech_going_on_before_the_endpoint_silence_takes_an_early_end_back() -> None:

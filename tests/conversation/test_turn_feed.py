@@ -51,3 +51,14 @@ def test_the_tail_up_to_a_time_is_the_whole_turns_audio_cut_there(until_s: float
 
 def test_before_anything_was_fed_it_is_empty() -> None:
     assert len(fed_turn([]).audio_until(1.0, RATE)) == 0
+
+
+@pytest.mark.parametrize("from_s", [0.0, 0.25, 0.3, 0.55, 0.78, 1.0])
+def test_none_of_it_comes_from_before_a_given_time(from_s: float) -> None:
+    """The model hears the turn from its onset's pre-roll, which a lead-in may precede."""
+    feed = fed_turn([1600, 7, 3200, 4000])  # 0.25 s to 0.78 s
+    whole = feed.audio()
+    end = round(0.7 * RATE) - round(0.25 * RATE)
+    skip = min(end, max(0, round(from_s * RATE) - round(0.25 * RATE)))
+    got = feed.audio_until(0.7, 5000, from_s)
+    assert np.array_equal(got, whole[max(skip, end - 5000):end])
