@@ -175,9 +175,9 @@ class VadSettings(_Group):
     )
     # Off by default, as pipecat's and OpenAI's semantic turn detection are: on the real-speech
     # corpus it keeps 9 of 12 thinking pauses inside the turn (silence alone: 0) and splits 6
-    # turns (silence: 13), answers finished turns sooner (454 / 563 ms against 548 / 612; a
+    # turns (silence: 13), answers finished turns sooner (448 / 562 ms against 548 / 612; a
     # session's first turns wait smart_warmup_silence_ms), but starts replies it must take back
-    # (8 in the dialogues), and leaves finished German sentences waiting
+    # (7 in the dialogues), and leaves finished German sentences waiting
     # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth to ninth sessions).
     smart_endpoint: bool = Field(
         False, description="Ask the end-of-turn model at each pause whether you have finished: "
