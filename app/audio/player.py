@@ -120,9 +120,11 @@ class Player:
             if self._reply is not None and self._reply.turn_id == turn_id:
                 self._reply.ended = True
 
-    def set_ducked(self, ducked: bool) -> None:
+    def set_ducked(self, ducked: bool, silent: bool = False) -> None:
+        """Duck the reply to the duck gain, or with ``silent`` to nothing (it plays on unheard
+        and comes back as it was if the duck is lifted)."""
         with self._lock:
-            self._gain_target = self._duck_gain if ducked else 1.0
+            self._gain_target = (0.0 if silent else self._duck_gain) if ducked else 1.0
 
     def flush(self, now_s: float) -> None:
         """Fade out and stop the current reply (barge-in). Thread-safe.

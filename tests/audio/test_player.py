@@ -156,6 +156,17 @@ def test_ducking_lowers_the_level_with_a_ramp_and_restores_it() -> None:
     assert np.allclose(speaker.run(3)[-BLOCK:], 0.8)
 
 
+def test_a_silent_duck_plays_on_unheard_and_comes_back_where_the_reply_is() -> None:
+    speaker = steady_reply(player_kwargs={"duck_gain": 0.25})
+    speaker.run(2)
+    speaker.player.set_ducked(True, silent=True)
+    assert not np.any(speaker.run(3)[-BLOCK:])
+    speaker.player.set_ducked(False)
+    assert np.allclose(speaker.run(3)[-BLOCK:], 0.8)
+    speaker.player.set_ducked(True)  # not silent: the duck gain
+    assert np.allclose(speaker.run(3)[-BLOCK:], 0.2)
+
+
 def test_fade_must_be_at_most_10_ms() -> None:
     with pytest.raises(ValueError):
         Player(RATE, 80, notify=lambda n: None, fade_ms=12)
