@@ -45,7 +45,8 @@ REPLY_WAVEFORM_S = 10.0
 
 
 # A possible barge-in ducks the reply 26 dB (issue 14: 20 dB down within 80 ms of the onset);
-# restored if the speech is not confirmed.
+# restored if the speech is not confirmed. Where no echo can be heard the duck is silence
+# (pipeline_turns._on_duck).
 DUCK_GAIN = 0.05
 DUCK_RAMP_MS = 5.0  # 20 dB down 4 ms after the decision reaches the speaker
 
