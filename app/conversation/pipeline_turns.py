@@ -24,7 +24,7 @@ from app.conversation.endpointing import (
     ThreadedEndpointer,
     TurnCompleteness,
 )
-from app.conversation.listener import TurnFeed
+from app.conversation.listener import Listener, TurnFeed
 from app.conversation.metrics import TurnMetrics
 from app.conversation.replies import DEFAULT_REPLY_RATE_HZ, ReplyRoutes
 from app.engine.base import UserTurn
@@ -48,6 +48,7 @@ class PipelineTurns:
     _controller: t.TurnController
     _end_of_turn: TurnCompleteness | None
     _endpointer: Endpointer | None
+    _listener: Listener
     _turn_feed: TurnFeed
     _routes: ReplyRoutes
     _io: AudioIO
