@@ -156,13 +156,15 @@ class BargeInPolicy(TurnState):
     def _track_lead(self, update: VadUpdate) -> None:
         """Where the run of weakly voiced frames leading to an onset began, while nothing
         plays (over a reply the canceller's residue scores as weakly voiced too)."""
-        if update.probability >= WEAK_PROBABILITY and self._reply_turn is None:
+        if self._reply_turn is not None:
+            self._lead_start_s = None
+        elif update.probability >= WEAK_PROBABILITY:
             if self._lead_start_s is None:
                 self._lead_start_s = update.start_s
             self._lead_dips = 0
         elif self._lead_start_s is not None:
             self._lead_dips += 1
-            if self._lead_dips >= 2 or self._reply_turn is not None:
+            if self._lead_dips >= 2:
                 self._lead_start_s = None
 
     def _lead_from(self, onset_s: float) -> float:

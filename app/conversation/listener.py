@@ -172,13 +172,13 @@ class TurnFeed:
         return np.concatenate(self._parts) if self._parts else np.zeros(0, np.float32)
 
     def audio_until(self, t_s: float, last_samples: int,
-                    from_s: float = float("-inf")) -> np.ndarray:
+                    from_s: float | None = None) -> np.ndarray:
         """The turn's last ``last_samples`` fed so far up to capture time ``t_s``, none before
         capture time ``from_s``, [T] float32 (a copy; only the parts it needs are joined)."""
         fed = sum(len(part) for part in self._parts)
         end = min(fed, max(0, self._listener.index_at(t_s) - self._first_index))
         start = max(0, end - last_samples)
-        if from_s > float("-inf"):
+        if from_s is not None:
             start = min(end, max(start, self._listener.index_at(from_s) - self._first_index))
         picked, offset = [], 0  # offset: the turn index at which the part starts
         for part in self._parts:

@@ -70,7 +70,7 @@ class EndpointQuery:
     # where the model's audio may start: the onset's pre-roll, as its scores were measured on
     # (the turn's audio may start sooner, at a weakly voiced lead-in; a longer lead of rain
     # moved a German sentence's score from unsure to "not finished")
-    heard_from_s: float = float("-inf")
+    heard_from_s: float
 
 
 @dataclass(frozen=True)

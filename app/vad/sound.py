@@ -45,9 +45,6 @@ END_HISTORY_BLOCKS = 100  # the last second: the utterance's loudest
 END_FLOOR_WINDOW_S = 3.0  # the quietest 30 ms of this long is the room's floor
 _END_FLOOR_FACTOR = 10 ** (END_FLOOR_MARGIN_DB / 10)
 _END_RANGE_FACTOR = 10 ** (-END_RANGE_DB / 10)
-# A pause's latest 10 ms this far over the pause's median level: the person is talking again
-RESUMING_MARGIN_DB = 12.0
-_RESUMING_FACTOR = 10 ** (RESUMING_MARGIN_DB / 10)
 
 
 @dataclass(frozen=True)
@@ -118,14 +115,15 @@ class SpeechEnd:
         self._blocks.append((block.end_s, block.power))
 
     def resuming(self, pause_from_s: float) -> bool:
-        """The latest block stands ``RESUMING_MARGIN_DB`` over the median level of the pause
-        since ``pause_from_s`` (the words' end): sound is coming back, a frame or two before
-        the VAD can say it is speech. False with fewer than three pause blocks to compare."""
+        """The latest block is sound over the pause since ``pause_from_s`` (the words' end):
+        ``FLOOR_MARGIN_DB`` over the pause's median level, as the sound gate's blocks are over
+        the room's; a frame or two before the VAD can say it is speech. False with fewer than
+        three pause blocks to compare."""
         pause = [power for end_s, power in self._blocks if end_s > pause_from_s + 1e-9]
         if len(pause) < 4:
             return False
         floor = max(float(np.median(pause[:-1])), MIN_FLOOR_POWER)
-        return pause[-1] > floor * _RESUMING_FACTOR
+        return pause[-1] > floor * _FLOOR_FACTOR
 
     def end(self, last_voiced_s: float) -> float:
         """Where speech stopped, given the end of the VAD's last voiced frame: never later,

@@ -14,7 +14,6 @@ from app.vad.sound import (
     END_RANGE_DB,
     FLOOR_MARGIN_DB,
     MIN_FLOOR_POWER,
-    RESUMING_MARGIN_DB,
     SoundBlock,
     SoundGate,
     SpeechEnd,
@@ -187,16 +186,16 @@ def test_a_block_well_over_the_pauses_level_is_sound_coming_back() -> None:
     a frame or two before the VAD's probability rises."""
     floor, words = 1e-7, 1e-3
     pause = [words] * 50 + [floor] * 20  # the words end at 0.5 s
-    over = floor * 10 ** ((RESUMING_MARGIN_DB + 1) / 10)
+    over = floor * 10 ** ((FLOOR_MARGIN_DB + 1) / 10)
     assert speech_end_of([*pause, over]).resuming(0.5)
-    under = floor * 10 ** ((RESUMING_MARGIN_DB - 1) / 10)
+    under = floor * 10 ** ((FLOOR_MARGIN_DB - 1) / 10)
     assert not speech_end_of([*pause, under]).resuming(0.5)
     assert not speech_end_of(pause).resuming(0.5)  # the pause itself
 
 
 def test_resuming_compares_with_the_pause_alone_and_needs_three_blocks_of_it() -> None:
     floor, words = 1e-7, 1e-3
-    over = floor * 10 ** ((RESUMING_MARGIN_DB + 1) / 10)
+    over = floor * 10 ** ((FLOOR_MARGIN_DB + 1) / 10)
     # the words before the pause do not raise its level ...
     assert speech_end_of([*[words] * 50, *[floor] * 3, over]).resuming(0.5)
     # ... and two blocks are no level to compare with
@@ -212,6 +211,6 @@ def test_the_pauses_level_is_the_median_of_every_block_before_the_latest() -> No
     # ... but a pause whose level rose half-way has that level (the median of all its blocks)
     assert not speech_end_of([*[1e-3] * 50, floor, floor, tail, tail, over]).resuming(0.5)
     # exactly at the margin is not over it
-    at_margin = floor * 10 ** (RESUMING_MARGIN_DB / 10)
+    at_margin = floor * 10 ** (FLOOR_MARGIN_DB / 10)
     assert not speech_end_of([*[1e-3] * 50, *[floor] * 10, at_margin]).resuming(0.5)
 
