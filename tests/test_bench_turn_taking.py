@@ -141,6 +141,29 @@ def test_a_talkers_room_noise_is_there_before_they_speak() -> None:
     assert scenario.utterances[0].speech[0][0] == pytest.approx(2.0 + clip.speech[0][0])
 
 
+
+def test_a_clip_cut_from_a_recording_has_that_recordings_background_before_it() -> None:
+    """The Arabic numbers are cut from one noisy recording with a 50 ms margin each side.
+    The bed before such a clip used to be that margin looped: the word's edge repeated every
+    40 ms, a buzz at -31 dBFS that the cold canceller's output turned into 'speech' and that
+    stopped replies with nobody talking (three unattended self-interruptions in 119 replies).
+    The bed is the recording's own room noise: as loud as its lead before the first number,
+    and steady."""
+    from app.cli.turn_corpus import BED_S, Room, compose, level_dbfs
+
+    recording = load_corpus()["ar_m_numbers"]
+    clip = scenarios.corpus_clips()["ar_tail"]
+    lead = recording.pcm[:int((recording.speech[0][0] - 0.01) * RATE_HZ)].astype(np.float64)
+    scenario = compose("x", [(2.0, clip, "turn")], Room("none"))
+    gain_db = -26.0 - level_dbfs(clip.pcm, clip.speech)
+    pcm = scenario.pcm[:, 0].astype(np.float64)
+    start = int((2.0 - BED_S + 0.2) * RATE_HZ)  # past the fade-in
+    bed = pcm[start:int(2.0 * RATE_HZ)]
+    levels = [10 * np.log10(np.mean(bed[i:i + 800] ** 2)) for i in range(0, len(bed), 800)]
+    expected = 10 * np.log10(np.mean(lead ** 2)) + gain_db
+    assert abs(np.median(levels) - expected) < 1.5
+    assert max(levels) - min(levels) < 6
+
 def test_the_bench_plays_speech_as_speech_and_the_noise_burst_as_no_speech() -> None:
     """ar_m_numbers holds six spoken numbers and, between two and three, a 1.9 s noise burst
     (broadband, no harmonics: the 'bc_noise' of auditok's file name) that the level labelling

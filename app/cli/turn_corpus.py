@@ -45,6 +45,19 @@ class Clip:
     language: str = ""
     onset: str = ""
     pause_points: tuple[float, ...] = ()  # word boundaries inside segments (e.g. a comma)
+    # the recording's own background (room noise, no words), where the clip was cut from a
+    # longer recording: its 50 ms margin before the first word is no background (see ``bed``)
+    background: np.ndarray | None = field(default=None, repr=False)
+
+    def bed(self) -> np.ndarray:
+        """The recording's room noise, to loop before the clip (``_lay_bed``): what it holds
+        before its first word. A clip cut from a longer recording keeps the whole recording's:
+        the cut's 50 ms margin was looped into a 25 Hz buzz at -31 dBFS (the Arabic numbers'
+        margins hold the word's edges), a sound no room makes and silero scored 0.6-0.85 for
+        100 ms, which stopped replies with nobody talking."""
+        if self.background is not None:
+            return self.background
+        return self.pcm[:max(0, int((self.speech[0][0] - 0.01) * RATE_HZ))]
 
     def utterances(self) -> list[tuple[float, float]]:
         """Segments joined across gaps shorter than ``UTTERANCE_GAP_S``."""
@@ -65,7 +78,8 @@ class Clip:
         speech = tuple((max(s, start_s) - shift, min(e, end_s) - shift)
                        for s, e in self.speech if e > start_s and s < end_s)
         points = tuple(p - shift for p in self.pause_points if start_s < p < end_s)
-        return Clip(self.name, self.pcm[a:b], speech, self.language, self.onset, points)
+        return Clip(self.name, self.pcm[a:b], speech, self.language, self.onset, points,
+                    self.bed())
 
     def with_pause_at(self, point_s: float, pause_s: float) -> Clip:
         """The clip with ``pause_s`` of silence at ``point_s`` (a gap between segments is
@@ -99,7 +113,7 @@ class Clip:
             moved += shift
         pieces.append(self.pcm[last:])
         return Clip(f"{self.name}+{len(cuts)}x{pause_s * 1000:.0f}ms", np.concatenate(pieces),
-                    tuple(speech), self.language, self.onset)
+                    tuple(speech), self.language, self.onset, background=self.bed())
 
 
 def _split_at(speech: list[tuple[float, float]], gap_start_s: float, gap_end_s: float,
@@ -277,7 +291,7 @@ def _lay_bed(track: np.ndarray, clip: Clip, start: int, gain: float) -> None:
     """The recording's own background (before its first word) looped over the ``BED_S``
     before the clip, faded in: a microphone hears a room's noise before anyone speaks, and
     a noise that appears with the first word would be an onset no real room has."""
-    background = clip.pcm[:max(0, int((clip.speech[0][0] - 0.01) * RATE_HZ))]
+    background = clip.bed()
     length = min(start, int(BED_S * RATE_HZ))
     if len(background) < 160 or length <= 0:
         return
