@@ -82,13 +82,15 @@ class EndOfTurnPolicy(TurnState):
     def _end_if_due(self, silence_ms: float, now_s: float) -> bool:
         """Ends the paused turn if ``silence_ms`` (tolerance added) calls for it, at a frame or
         a sound block: early at the warm-up silence on the model's "finished", else at the
-        endpoint silence unless the model said "not yet" (True: the turn ended)."""
+        endpoint silence unless the model said "not yet"; neither while sound is coming back
+        (the segmenter's own endpoint waits for it too; True: the turn ended)."""
         if (self._finished() and not self._resuming()
                 and (self._echo_settled or silence_ms >= self.params.smart_warmup_silence_ms)):
             self._end_early(now_s, not self._echo_settled)
             return True
         if (silence_ms >= self.params.endpoint_silence_ms
-                and not (self.params.smart and self._waits_for_more())):
+                and not (self.params.smart and self._waits_for_more())
+                and not self._resuming()):
             if self._unsure():  # not split only because the answer was not audible yet
                 self._end_open(now_s, self.params.smart_long_silence_ms, waited=False,
                                unsure=True)
@@ -100,10 +102,12 @@ class EndOfTurnPolicy(TurnState):
 
     def _resuming(self) -> bool:
         """Sound is coming back in the pause (the latest 10 ms block well over the pause's
-        level): an early reply now would start over the person's next word, where a canceller
-        still warming up swallows it (a sentence going on after a 350-400 ms pause was split
-        in two). The end waits for a block or a frame: the VAD says speech, or it was none."""
-        return self._speech_end.resuming(self._last_voiced_s)
+        level): the turn does not end on it. An early reply would start over the person's next
+        word, where a canceller still warming up swallows it (a sentence going on after a
+        350-400 ms pause was split in two); and a person going on after a thinking pause as
+        long as the endpoint silence was split at the first block of their next word. The end
+        waits for a block or a frame: the VAD says speech, or it was none."""
+        return self._turn_sound_returns(self._last_voiced_s)
 
     def _unsure(self) -> bool:
         """The model answered for this pause, between "not finished" and "finished"."""

@@ -50,7 +50,8 @@ class TurnState:
         self.params = params or TurnParams()
         self._vad = vad or VadParams()
         self._speech_end = SpeechEnd()  # every sound block's level
-        self._segmenter = Segmenter(self._segmenter_params(), self._turn_speech_end)
+        self._segmenter = Segmenter(self._segmenter_params(), self._turn_speech_end,
+                                    self._turn_sound_returns)
         self.state = State.IDLE if self.params.mode == "push_to_talk" else State.LISTENING
         self.muted = False  # by the person or the app
         self._user_muted = self._paused_by_app = False
@@ -106,6 +107,11 @@ class TurnState:
         if self._user_turn is None:
             return last_voiced_s
         return self._speech_end.end(last_voiced_s)
+
+    def _turn_sound_returns(self, pause_from_s: float) -> bool:
+        """Sound is coming back in a user turn's pause (the segmenter's endpoint waits); other
+        speech keeps the VAD's timing, as for ``_turn_speech_end``."""
+        return self._user_turn is not None and self._speech_end.resuming(pause_from_s)
 
     def _segmenter_params(self) -> VadParams:
         """With the end-of-turn model the segmenter's own endpoint is the long silence; the

@@ -108,12 +108,15 @@ class Segmenter:
     """The hysteresis state machine; pure, one call per frame."""
 
     def __init__(self, params: VadParams | None = None,
-                 end_of_speech: Callable[[float], float] | None = None) -> None:
+                 end_of_speech: Callable[[float], float] | None = None,
+                 sound_returns: Callable[[float], bool] | None = None) -> None:
         """``end_of_speech``: given the end of the last voiced frame at a pause, where the
         speech itself stopped (:class:`app.vad.sound.SpeechEnd`); the silence counts from there
-        (never later than that frame, never before the onset)."""
+        (never later than that frame, never before the onset). ``sound_returns``: given where
+        the pause's silence counts from, whether sound is coming back now (no endpoint yet)."""
         self.params = params or VadParams()
         self._end_of_speech = end_of_speech
+        self._sound_returns = sound_returns
         self.heard_end_s: float | None = None  # the last voiced frame's end at this pause
         self.state = VadState.QUIET
         self._onset_s: float | None = None
@@ -224,7 +227,8 @@ class Segmenter:
 
     def _endpoint_if_due(self, end_s: float) -> VadEvent | None:
         assert self._last_voiced_s is not None
-        if (end_s - self._last_voiced_s) * 1000 + 1e-6 >= self.params.endpoint_silence_ms:
+        if ((end_s - self._last_voiced_s) * 1000 + 1e-6 >= self.params.endpoint_silence_ms
+                and not (self._sound_returns and self._sound_returns(self._last_voiced_s))):
             self.state = VadState.QUIET
             return "endpoint"
         return None

@@ -80,6 +80,49 @@ def test_a_blip_in_a_pause_leaves_the_speculative_start_alone() -> None:
     assert cancelled.t_s == pytest.approx(s.pumped_at(31))
 
 
+LOUD, FLOOR = 1e-3, 1e-7  # blocks' mean squares: words, and the room in a pause
+
+
+@pytest.mark.parametrize("smart", [False, True])
+def test_a_person_going_on_as_the_endpoint_silence_is_reached_keeps_the_turn(
+        smart: bool) -> None:
+    """Real speech, a 0.5 s thinking pause: the next word's first frame scored under the
+    threshold just as the pause reached the endpoint silence, and the sentence was split
+    there. While the latest block stands well over the pause's level the turn does not end;
+    the VAD's next frames say whether it was speech."""
+    s = Script(speculative_start=False, smart_endpoint=smart)
+    s.power = LOUD
+    s.frames(SPEECH, 20)
+    s.power = FLOOR
+    s.frames(QUIET, 15)  # 480 ms of silence
+    s.power = LOUD  # the next word begins
+    s.frames(0.3, 1)  # 512 ms: its first frame, weakly voiced
+    assert not s.of(t.TurnEnded)
+    s.frames(SPEECH, 5)
+    s.power = FLOOR
+    s.frames(QUIET, 20)
+    [ended] = s.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(41 * FRAME_S, abs=0.01)  # one turn, to its end
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]
+
+
+@pytest.mark.parametrize("smart", [False, True])
+def test_sound_coming_back_that_is_no_word_holds_the_end_for_a_block_only(smart: bool) -> None:
+    s = Script(speculative_start=False, smart_endpoint=smart)
+    s.power = LOUD
+    s.frames(SPEECH, 20)
+    s.power = FLOOR
+    s.frames(QUIET, 15)
+    s.power = LOUD
+    s.blocks(False, 2)  # 500 ms reached at 1.14 s, on a loud block (the gate's floor aside)
+    assert not s.of(t.TurnEnded)
+    s.power = FLOOR
+    s.blocks(False, 1)  # a door, not a word: the end goes ahead at the next quiet block
+    [ended] = s.of(t.TurnEnded)
+    assert ended.user_end_s == pytest.approx(20 * FRAME_S)
+    assert ended.endpoint_s == pytest.approx(1.15)
+
+
 def test_sound_after_the_last_frame_leaves_the_endpoint_to_the_frame() -> None:
     s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 15)
     s.blocks(True, 1).blocks(False, 2)  # something to hear: the frame may be speech again

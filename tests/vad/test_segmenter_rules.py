@@ -220,3 +220,24 @@ def test_a_restart_forgets_a_resumption_that_may_have_been_a_blip(restart: str) 
         segmenter.begin(3 * FRAME_S, 4 * FRAME_S)
     paused = segmenter.update(0.0, 4 * FRAME_S, 5 * FRAME_S)
     assert paused.event == "paused" and paused.last_voiced_s == pytest.approx(4 * FRAME_S)
+
+
+def test_the_endpoint_waits_a_frame_while_sound_comes_back_in_the_pause() -> None:
+    """``sound_returns`` is asked where the pause's silence counts from; while it says sound
+    is coming back the endpoint waits, and comes at the next frame that is quiet again."""
+    asked: list[float] = []
+    holding = [True]
+
+    def sound_returns(pause_from_s: float) -> bool:
+        asked.append(pause_from_s)
+        return holding[0]
+
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=320)
+    segmenter = Segmenter(params, sound_returns=sound_returns)
+    frames = [0.9] * 3 + [0.0] * 10  # 320 ms of silence at the 13th frame
+    events = [segmenter.update(p, i * FRAME_S, (i + 1) * FRAME_S).event
+              for i, p in enumerate(frames)]
+    assert "endpoint" not in events and segmenter.state == VadState.STOPPING
+    assert asked == [pytest.approx(3 * FRAME_S)]  # asked only once the silence was due
+    holding[0] = False
+    assert segmenter.update(0.0, 13 * FRAME_S, 14 * FRAME_S).event == "endpoint"
