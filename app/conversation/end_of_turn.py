@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.conversation.barge_in import DIP_TOLERANCE_S
+from app.conversation.barge_in import CONFIDENT_PROBABILITY, DIP_TOLERANCE_S, SOUND_GAP_S
 from app.conversation.turn_actions import Action, EndpointQuery, FalseInterruption, TurnResumed
 from app.conversation.turn_state import Closing, TurnState
 from app.vad.base import VadState, VadUpdate
@@ -164,7 +164,11 @@ class EndOfTurnPolicy(TurnState):
             if self._resume_heard_s is None and update.start_s >= closing.until_s - 1e-9:
                 self.finish_closing(now_s)  # ... or speech too late for it: a fresh onset
                 return True
-            if self._to_confirm(closing, echo_guard):  # duck until trusted or confirmed
+            to_confirm = self._to_confirm(closing, echo_guard)
+            if not (to_confirm or self._resume_heard_s is not None
+                    or self._convincingly_going_on(update)):
+                return True  # the reply's echo, as it would be for a barge-in
+            if to_confirm:  # duck until trusted or confirmed
                 if self._resume_heard_s is None:
                     self._resume_heard_s = update.start_s
                 self._set_duck(self._reply_audible)
@@ -204,6 +208,17 @@ class EndOfTurnPolicy(TurnState):
             return False
         return echo_guard or (self._reply_audible
                               and (not self._echo_settled or self._echo_free_now))
+
+    def _convincingly_going_on(self, update: VadUpdate) -> bool:
+        """Over an early reply that may hold its own echo, one frame takes the end back only
+        on what a barge-in needs to stop a reply (``barge_in._convincing``): the VAD sure of it
+        or sound over the echo bound. The settled canceller's residue of a reply scored 0.54
+        for one frame and withdrew it with nobody talking (RT60 0.8 s, 0.5 m room); a person
+        going on scored 0.80 there before the canceller took them for echo."""
+        if self._reply_turn is None or not self._reply_audible or self._echo_free_now:
+            return True
+        return (update.probability >= CONFIDENT_PROBABILITY
+                or self._sound_end_s >= update.start_s - SOUND_GAP_S - 1e-9)
 
     def _resume(self, closing: Closing, update: VadUpdate, now_s: float) -> None:
         """Speech went on: the early end is taken back and the turn continues."""

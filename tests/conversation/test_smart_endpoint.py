@@ -87,6 +87,26 @@ def test_over_an_early_reply_one_frame_of_speech_takes_the_end_back() -> None:
     assert second.pause == 2 and second.speech_end_s == pytest.approx(32 * FRAME_S)
 
 
+@pytest.mark.parametrize("sound", [False, True])
+def test_over_an_early_reply_with_its_echo_one_unsure_frame_is_echo_unless_sound_says_not(
+        sound: bool) -> None:
+    """The settled canceller's residue of a reply scored 0.54 for one frame and withdrew it
+    with nobody talking: over an echo a frame takes the end back only on what stops a reply
+    in a barge-in, the VAD sure of it (0.7) or sound over the echo bound."""
+    s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.echo_free = False
+    s.call("reply_audible", 1).frames(QUIET, 5)
+    s.sound = sound
+    s.frames(0.69, 1)
+    s.sound = False
+    s.frames(0.4, 1).frames(QUIET, 2)
+    assert bool(s.of(t.TurnResumed)) is sound
+    if not sound:
+        s.frames(0.7, 1)  # the person, as sure as a barge-in needs
+        [resumed] = s.of(t.TurnResumed)
+        assert resumed.resumed_s == pytest.approx(35 * FRAME_S)
+
+
 def test_over_an_early_reply_with_no_echo_one_frame_is_a_blip() -> None:
     """No echo in what the VAD hears (none heard, or a headset): nothing swallows a person
     going on, so one frame is rain, not the turn going on (rain at 10 dB: a drop scored 0.51
