@@ -107,6 +107,38 @@ def test_over_an_early_reply_with_its_echo_one_unsure_frame_is_echo_unless_sound
         assert resumed.resumed_s == pytest.approx(35 * FRAME_S)
 
 
+def test_before_the_early_reply_is_heard_one_frame_at_the_threshold_takes_the_end_back() -> None:
+    """Nothing of the reply is in the microphone yet: nothing to take for its echo."""
+    s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.echo_free = False
+    s.frames(0.5, 1)
+    [resumed] = s.of(t.TurnResumed)
+    assert resumed.resumed_s == pytest.approx(26 * FRAME_S)
+
+
+def test_sound_over_the_echo_bound_up_to_the_frame_makes_its_unsure_speech_convincing() -> None:
+    """As for a barge-in, sound may end up to a run's gap before the speech the VAD hears."""
+    s = smart().frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.93)
+    s.echo_free = False
+    s.call("reply_audible", 1).frames(QUIET, 8)  # 34 frames: 1.088 s
+    s.blocks(True, 2).blocks(False, 2)  # sound up to 1.10 s, 20 ms before the next frame
+    s.frames(QUIET, 1).frames(0.6, 1)  # the unsure frame starts at 1.12 s
+    [resumed] = s.of(t.TurnResumed)
+    assert resumed.resumed_s == pytest.approx(35 * FRAME_S)
+
+
+def test_while_the_canceller_warms_up_an_unsure_frame_over_the_early_reply_ducks_it() -> None:
+    """Under the warm-up nothing over the reply is trusted, convincing or not: it ducks the
+    reply and must last as long as a barge-in to take the end back."""
+    s = smart(smart_warmup_silence_ms=300.0)
+    s.settled = False
+    s.echo_free = False
+    s.frames(SPEECH, 20).frames(QUIET, 6).call("endpoint_verdict", 1, 1, 0.97).frames(QUIET, 4)
+    assert s.of(t.TurnEnded)[0].waited_for_canceller
+    s.call("reply_audible", 1).frames(0.6, 1)
+    assert s.of(t.DuckSet)[-1] == t.DuckSet(True) and not s.of(t.TurnResumed)
+
+
 def test_over_an_early_reply_with_no_echo_one_frame_is_a_blip() -> None:
     """No echo in what the VAD hears (none heard, or a headset): nothing swallows a person
     going on, so one frame is rain, not the turn going on (rain at 10 dB: a drop scored 0.51
