@@ -245,3 +245,21 @@ def test_in_rain_with_no_echo_path_a_barge_ins_first_syllable_ducks_the_reply() 
     figures = bench.run_scenario(scenario)
     assert len(figures.to_20db_ms) == 2 and figures.stops_missed == 0
     assert max(figures.to_20db_ms) <= bench.TARGETS["to_20db_ms"]
+
+
+def test_a_withdrawal_is_timed_by_the_state_that_comes_with_it_not_the_turns_start() -> None:
+    """A turn resumed after an early end is re-announced, and its USER_SPEAKING state comes
+    just after. The resumption used to be timed by the state before it: the turn's own start,
+    0.3 s before the person talked in one unattended session (a noise onset began the turn),
+    and the person going on was counted as a reply withdrawn with nobody talking."""
+    from types import SimpleNamespace
+
+    from app.cli.turn_measures import withdrawals
+    from app.events import ConversationState as S
+    from app.events import ReplyFinished, StateChanged, UserSpeechStarted, UserTurnEnded
+
+    events = [UserSpeechStarted(2, 4.10), StateChanged(S.USER_SPEAKING, 4.36),
+              UserTurnEnded(2, 4.55, 0.25), StateChanged(S.SPEAKING, 4.56),
+              UserSpeechStarted(2, 4.10), StateChanged(S.USER_SPEAKING, 4.65),
+              ReplyFinished(2, True, 108.0)]
+    assert withdrawals(SimpleNamespace(events=events)) == [(108.0, 4.65)]  # type: ignore[arg-type]

@@ -145,16 +145,20 @@ def measure(scenario: TurnScenario, result: SimulationResult,
 def withdrawals(result: SimulationResult) -> list[tuple[float, float]]:
     """Turns that went on after an early end (``UserSpeechStarted`` again for the same turn):
     how much of the withdrawn reply was played (ms; its ``ReplyFinished`` comes just before or
-    just after) and when the turn resumed (s). A resumption while nobody talked is a
-    self-interruption."""
+    just after) and when the turn resumed (s): the state turning to USER_SPEAKING that comes
+    with it (just after; the state before it may be the turn's own start, long before). A
+    resumption while nobody talked is a self-interruption."""
     started: set[int] = set()
     heard: dict[int, float] = {}  # turn → heard ms of its reply since its last end
     waiting: dict[int, int] = {}  # turn → index in ``out`` still missing its heard ms
     out: list[list[float]] = []
+    resuming: int | None = None  # index in ``out`` still missing its time
     speaking_s = 0.0
     for event in result.events:
         if isinstance(event, StateChanged) and event.state == ConversationState.USER_SPEAKING:
             speaking_s = event.t_s
+            if resuming is not None:
+                out[resuming][1], resuming = speaking_s, None
         elif isinstance(event, UserTurnEnded):
             heard.pop(event.turn_id, None)
         elif isinstance(event, ReplyFinished):
@@ -166,6 +170,7 @@ def withdrawals(result: SimulationResult) -> list[tuple[float, float]]:
             if event.turn_id in started:
                 if event.turn_id not in heard:  # its reply's end is still to come
                     waiting[event.turn_id] = len(out)
+                resuming = len(out)
                 out.append([heard.pop(event.turn_id, 0.0), speaking_s])
             started.add(event.turn_id)
     return [(a, b) for a, b in out]
