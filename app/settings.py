@@ -174,11 +174,12 @@ class VadSettings(_Group):
         "end-of-turn model, or when it answers late)."
     )
     # Off by default, as pipecat's and OpenAI's semantic turn detection are: on the real-speech
-    # corpus it keeps 9 of 12 thinking pauses inside the turn (silence alone: 0) and splits 6
-    # turns (silence: 13), answers finished turns sooner (448 / 562 ms against 548 / 612; a
+    # corpus it keeps 9 of 12 thinking pauses inside the turn (silence alone: 3) and splits 3
+    # turns (silence: 9), answers finished turns sooner (448 / 556 ms against 548 / 612; a
     # session's first turns wait smart_warmup_silence_ms), but starts replies it must take back
-    # (7 in the dialogues), and leaves finished German sentences waiting
-    # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26, sixth to ninth sessions).
+    # (3 in the dialogues, 1 of 71 unattended ones withdrawn by its own echo), and leaves
+    # finished German sentences waiting
+    # (BENCHMARKS.md, "Turn-taking on real speech", 2026-11-26/27, sixth to tenth sessions).
     smart_endpoint: bool = Field(
         False, description="Ask the end-of-turn model at each pause whether you have finished: "
         "a finished sentence is answered at once, a thinking pause is waited through."
