@@ -55,6 +55,11 @@ CONFIDENT_PROBABILITY = 0.7
 # a soft first word scored 0.30-0.44 in rain at 5 dB and the onset came on the second word,
 # 434 ms late, so the pre-roll alone lost the first (BENCHMARKS.md, ninth session).
 LEAD_MAX_S = 0.5
+# A reply's echo may come back this long after its last sample (its way back and the room's
+# reverberation, as half-duplex assumes). Under the warm-up guard the cold canceller's residue
+# of a first reply's last syllable scored 0.9 from 50 ms before its end to 0.3 s after it, and
+# became a turn (RT60 0.8 s, 0.5 m room): speech that begins before this is over must outlast it.
+ECHO_TAIL_S = 0.35
 
 
 class BargeInPolicy(TurnState):
@@ -118,6 +123,9 @@ class BargeInPolicy(TurnState):
 
     def _idle_vad(self, update: VadUpdate, now_s: float, echo_guard: bool) -> None:
         self._track_lead(update)
+        tail = self._echo_tail_until_s
+        if tail is not None and update.end_s >= tail - 1e-9 and self._episode_start_s is None:
+            self._echo_tail_until_s = None
         voiced = update.onset_s is not None and update.state in (VadState.STARTING,
                                                                  VadState.SPEAKING)
         if not voiced and self._weakly_voiced(update, now_s, echo_guard):
@@ -146,12 +154,21 @@ class BargeInPolicy(TurnState):
                 self._interrupted_turn = self._reply_turn or 0
                 self._interrupt(onset, now_s, "speech")
                 self._interrupted = True
-        confirmed = update.event == "onset" or (self._interrupted
-                                                and update.state == VadState.SPEAKING)
+        confirmed = update.event == "onset" or (
+            (self._interrupted or self._echo_tail_until_s is not None)
+            and update.state == VadState.SPEAKING)
         if confirmed and self._reply_turn is None:
-            self._interrupted = False
+            if self._in_echo_tail(onset, update):
+                return
+            self._interrupted, self._echo_tail_until_s = False, None
             self._start_turn(onset, self._lead_from(onset) - self.params.pre_roll_ms / 1000)
             self._last_voiced_s = update.last_voiced_s or update.end_s
+
+    def _in_echo_tail(self, onset_s: float, update: VadUpdate) -> bool:
+        """Speech that began before a reply's echo could be over (under the warm-up guard,
+        ``ECHO_TAIL_S`` after its last sample) is no turn until it outlasts that."""
+        tail = self._echo_tail_until_s
+        return tail is not None and onset_s < tail - 1e-9 and update.end_s < tail - 1e-9
 
     def _track_lead(self, update: VadUpdate) -> None:
         """Where the run of weakly voiced frames leading to an onset began, while nothing
@@ -212,6 +229,8 @@ class BargeInPolicy(TurnState):
                 self._restart_vad()  # what was heard needs a fresh onset to count
         elif self._interrupted:
             self._actions.append(FalseInterruption(self._interrupted_turn, onset, now_s, True))
+        elif self._echo_tail_until_s is not None and onset < self._echo_tail_until_s - 1e-9:
+            self._restart_vad()  # the reply's echo: what follows needs an onset of its own
         self._set_duck(False)
         self._interrupted = False
         self._episode_start_s = None

@@ -85,6 +85,8 @@ class TurnState:
         self._sound_duck_s: float | None = None  # ducked on sound alone, from this run
         self._sound_spent_s: float | None = None  # a run that ducked and was given back
         self._sound_since_frame = False  # a sound block came after the latest VAD frame
+        self._echo_guard_now = False  # as of the latest frames (see ``TurnController.on_frames``)
+        self._echo_tail_until_s: float | None = None  # a reply's echo may come back until then
         self._weak_frames = 0  # frames since then that the VAD scored weakly voiced
         self._actions: list[Action] = []
 

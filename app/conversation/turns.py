@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from app import events as ev
-from app.conversation.barge_in import DIP_TOLERANCE_S, BargeInPolicy
+from app.conversation.barge_in import DIP_TOLERANCE_S, ECHO_TAIL_S, BargeInPolicy
 from app.conversation.end_of_turn import EndOfTurnPolicy
 from app.conversation.turn_actions import (  # also used by the pipeline as t.StateSet, ...
     Action,
@@ -108,7 +108,7 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
         echo canceller is not trusted yet, so speech during a reply must not stop it.
         ``echo_settled``: a reply's echo would be cancelled (or there is none), so a person
         going on over an early reply would be heard (see ``endpoint_verdict``)."""
-        self._echo_settled = echo_settled
+        self._echo_settled, self._echo_guard_now = echo_settled, echo_guard
         blocks = iter(sound)
         block = next(blocks, None)
         for frame in frames:
@@ -204,11 +204,15 @@ class TurnController(BargeInPolicy, EndOfTurnPolicy):
             closing = self._closing is not None and self._closing.turn_id == turn_id
             if closing:  # speech going on still resumes the turn (no reply to mistake it for)
                 self._resume_heard_s = None
-            elif not self.params.barge_in or self._ducked:
-                # What the VAD heard during the reply was ignored (or not yet confirmed), and
-                # may have been the reply itself (speakers): speech now has to show a fresh
-                # onset to start a turn (its pre-roll still covers a person already talking).
-                self._restart_vad()
+            else:
+                if self.params.barge_in and self._echo_guard_now:  # see ``_in_echo_tail``
+                    self._echo_tail_until_s = now_s + ECHO_TAIL_S
+                if not self.params.barge_in or self._ducked:
+                    # What the VAD heard during the reply was ignored (or not yet confirmed),
+                    # and may have been the reply itself (speakers): speech now has to show a
+                    # fresh onset to start a turn (its pre-roll still covers a person already
+                    # talking).
+                    self._restart_vad()
             self._set_duck(False)
         return self._flush(now_s)
 

@@ -85,10 +85,14 @@ def test_a_reply_ending_during_unconfirmed_speech_makes_it_start_afresh() -> Non
     s.guard = True
     s.frames(SPEECH, 10)
     s.call("reply_finished", 1)
+    ended_s = s.now
     assert s.controller.vad_state == VadState.QUIET and s.of(t.DuckSet)[-1] == t.DuckSet(False)
     s.guard = False
-    s.frames(SPEECH, 8)  # still talking: a turn of its own (its pre-roll covers the start)
-    assert len(s.of(t.TurnStarted)) == 2
+    s.frames(SPEECH, 8)  # 256 ms: under the guard the reply's echo may still be coming back
+    assert len(s.of(t.TurnStarted)) == 1
+    s.frames(SPEECH, 3)  # still talking past it: a turn of its own (its pre-roll covers the start)
+    assert len(s.of(t.TurnStarted)) == 2 and s.of(t.TurnStarted)[-1].onset_s == pytest.approx(
+        ended_s)
 
 
 def test_a_dip_while_ducked_keeps_the_speech_and_its_onset() -> None:

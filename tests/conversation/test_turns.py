@@ -123,6 +123,48 @@ def test_sound_coming_back_that_is_no_word_holds_the_end_for_a_block_only(smart:
     assert ended.endpoint_s == pytest.approx(1.15)
 
 
+def _first_reply_ended(guard: bool) -> Script:
+    """A turn, its reply heard while the canceller warms up (or not), and the reply's end."""
+    s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 16)
+    s.guard = guard
+    s.call("reply_audible", 1).frames(QUIET, 10).call("reply_finished", 1)
+    return s
+
+
+def test_speech_in_a_first_replys_echo_tail_that_does_not_outlast_it_is_no_turn() -> None:
+    """The cold canceller's residue of a first reply's last syllable scored 0.9 from just
+    before the reply's end to 0.3 s after it and became a turn. Under the warm-up guard speech
+    that begins before the echo can be over (``ECHO_TAIL_S`` after the last sample) must
+    outlast it; what stops sooner was the reply, and the next speech has its own onset."""
+    s = _first_reply_ended(guard=True)
+    ended_s = s.now
+    s.frames(SPEECH, 10).frames(QUIET, 8)  # 320 ms: over before the 350 ms tail is
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]
+    s.frames(SPEECH, 10)
+    [_, started] = s.of(t.TurnStarted)
+    assert started.onset_s == pytest.approx(ended_s + 18 * FRAME_S)
+
+
+def test_a_person_who_answers_as_the_first_reply_ends_loses_no_word() -> None:
+    """Speech that outlasts the echo tail is a turn from where it began."""
+    s = _first_reply_ended(guard=True)
+    ended_s = s.now
+    s.frames(SPEECH, 10)
+    assert [a.turn_id for a in s.of(t.TurnStarted)] == [1]  # 320 ms: the echo may go on
+    s.frames(SPEECH, 2)
+    [_, started] = s.of(t.TurnStarted)
+    assert started.onset_s == pytest.approx(ended_s)
+    assert s.log[-1][0] * FRAME_S > ended_s + b.ECHO_TAIL_S  # at the first frame past it
+
+
+def test_once_the_canceller_is_trusted_speech_after_a_reply_is_a_turn_at_its_onset() -> None:
+    s = _first_reply_ended(guard=False)
+    ended_s = s.now
+    s.frames(SPEECH, 8)
+    [_, started] = s.of(t.TurnStarted)
+    assert started.onset_s == pytest.approx(ended_s)
+
+
 def test_sound_after_the_last_frame_leaves_the_endpoint_to_the_frame() -> None:
     s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 15)
     s.blocks(True, 1).blocks(False, 2)  # something to hear: the frame may be speech again
