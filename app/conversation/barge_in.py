@@ -123,9 +123,6 @@ class BargeInPolicy(TurnState):
 
     def _idle_vad(self, update: VadUpdate, now_s: float, echo_guard: bool) -> None:
         self._track_lead(update)
-        tail = self._echo_tail_until_s
-        if tail is not None and update.end_s >= tail - 1e-9 and self._episode_start_s is None:
-            self._echo_tail_until_s = None
         voiced = update.onset_s is not None and update.state in (VadState.STARTING,
                                                                  VadState.SPEAKING)
         if not voiced and self._weakly_voiced(update, now_s, echo_guard):
@@ -155,12 +152,12 @@ class BargeInPolicy(TurnState):
                 self._interrupt(onset, now_s, "speech")
                 self._interrupted = True
         confirmed = update.event == "onset" or (
-            (self._interrupted or self._echo_tail_until_s is not None)
-            and update.state == VadState.SPEAKING)
+            (self._interrupted or self._outlasting_echo) and update.state == VadState.SPEAKING)
         if confirmed and self._reply_turn is None:
-            if self._in_echo_tail(onset, update):
+            self._outlasting_echo = self._in_echo_tail(onset, update)
+            if self._outlasting_echo:
                 return
-            self._interrupted, self._echo_tail_until_s = False, None
+            self._interrupted = False
             self._start_turn(onset, self._lead_from(onset) - self.params.pre_roll_ms / 1000)
             self._last_voiced_s = update.last_voiced_s or update.end_s
 
@@ -220,8 +217,9 @@ class BargeInPolicy(TurnState):
 
     def _not_confirmed(self, update: VadUpdate, now_s: float) -> None:
         """Speech that was not confirmed as a turn ended: if it ducked or stopped a reply,
-        that was a false interruption. Its episode ends either way (one left open would keep
-        sound from ducking the reply, see ``_may_duck``)."""
+        that was a false interruption; if it began in a reply's echo tail and stopped before
+        outlasting it, it was the echo (the VAD starts afresh). Its episode ends either way
+        (one left open would keep sound from ducking the reply, see ``_may_duck``)."""
         onset = self._episode_start_s if self._episode_start_s is not None else update.start_s
         if self._ducked and self._reply_turn is not None:
             self._actions.append(FalseInterruption(self._reply_turn, onset, now_s, False))
@@ -229,8 +227,9 @@ class BargeInPolicy(TurnState):
                 self._restart_vad()  # what was heard needs a fresh onset to count
         elif self._interrupted:
             self._actions.append(FalseInterruption(self._interrupted_turn, onset, now_s, True))
-        elif self._echo_tail_until_s is not None and onset < self._echo_tail_until_s - 1e-9:
+        elif self._outlasting_echo:
             self._restart_vad()  # the reply's echo: what follows needs an onset of its own
+        self._outlasting_echo = False
         self._set_duck(False)
         self._interrupted = False
         self._episode_start_s = None

@@ -87,6 +87,7 @@ class TurnState:
         self._sound_since_frame = False  # a sound block came after the latest VAD frame
         self._echo_guard_now = False  # as of the latest frames (see ``TurnController.on_frames``)
         self._echo_tail_until_s: float | None = None  # a reply's echo may come back until then
+        self._outlasting_echo = False  # speech that began in it must go on past it to be a turn
         self._weak_frames = 0  # frames since then that the VAD scored weakly voiced
         self._actions: list[Action] = []
 
@@ -137,6 +138,7 @@ class TurnState:
         onset."""
         self._segmenter.reset()
         self._episode_start_s = self._lead_start_s = None
+        self._outlasting_echo = False
 
     def _start_turn(self, onset_s: float, audio_from_s: float) -> None:
         self._episode_start_s = self._lead_start_s = None
