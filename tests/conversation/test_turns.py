@@ -198,6 +198,25 @@ def test_a_weakly_voiced_lead_in_moves_the_turns_audio_back() -> None:
     assert started.audio_from_s == pytest.approx(20 * FRAME_S - 0.3)
 
 
+def test_a_lead_in_from_the_sessions_very_first_frame_counts() -> None:
+    s = Script(speculative_start=False).frames(WEAK, 6).frames(SPEECH, 12)
+    assert s.of(t.TurnStarted)[0].audio_from_s == pytest.approx(-0.3)
+
+
+def test_a_lead_in_right_after_a_reply_ended_over_unconfirmed_speech_counts() -> None:
+    """The VAD starts afresh there (the speech may have been the reply); the person's soft
+    first word after it is a lead-in from its first frame, and outlasts the reply's echo."""
+    s = Script(speculative_start=False).frames(SPEECH, 20).frames(QUIET, 16)
+    s.guard = True
+    s.call("reply_audible", 1).frames(SPEECH, 3).call("reply_finished", 1)  # ducked: restart
+    ended_s = s.now
+    s.guard = False
+    s.frames(WEAK, 4).frames(SPEECH, 14)
+    [_, started] = s.of(t.TurnStarted)
+    assert started.onset_s == pytest.approx(ended_s + 4 * FRAME_S)
+    assert started.audio_from_s == pytest.approx(ended_s - 0.3)
+
+
 def test_two_quiet_frames_end_a_lead_in_and_it_reaches_back_at_most_half_a_second() -> None:
     s = Script(speculative_start=False).frames(QUIET, 5).frames(WEAK, 3).frames(0.1, 2)
     s.frames(WEAK, 2).frames(SPEECH, 12)
