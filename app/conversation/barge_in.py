@@ -55,11 +55,14 @@ CONFIDENT_PROBABILITY = 0.7
 # a soft first word scored 0.30-0.44 in rain at 5 dB and the onset came on the second word,
 # 434 ms late, so the pre-roll alone lost the first (BENCHMARKS.md, ninth session).
 LEAD_MAX_S = 0.5
-# A reply's echo may come back this long after its last sample (its way back and the room's
-# reverberation, as half-duplex assumes). Under the warm-up guard the cold canceller's residue
-# of a first reply's last syllable scored 0.9 from 50 ms before its end to 0.3 s after it, and
+# A reply's echo may come back this long after its last sample: its way back (assumed where
+# none was measured) and the room's reverberation, as half-duplex deafness counts them
+# (app.conversation.echo_control). Under the warm-up guard the cold canceller's residue of a
+# first reply's last syllable scored 0.9 from 50 ms before its end to 0.3 s after it, and
 # became a turn (RT60 0.8 s, 0.5 m room): speech that begins before this is over must outlast it.
-ECHO_TAIL_S = 0.35
+DEFAULT_ECHO_WAY_BACK_S = 0.2
+REVERB_MARGIN_S = 0.15
+ECHO_TAIL_S = DEFAULT_ECHO_WAY_BACK_S + REVERB_MARGIN_S
 
 
 class BargeInPolicy(TurnState):

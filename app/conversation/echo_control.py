@@ -25,14 +25,13 @@ from app.audio.acoustic_check import (
 )
 from app.audio.aec import AecStage, AecUnavailableError
 from app.conversation.audio_io import AudioIO
+from app.conversation.barge_in import DEFAULT_ECHO_WAY_BACK_S, REVERB_MARGIN_S
 from app.conversation.listener import Listener
 from app.events import AcousticCheckFinished, ErrorReported, PipelineEvent
 from app.settings import EchoMode, Settings
 
 log = logging.getLogger(__name__)
 ALIGNMENT_MARGIN_MS = 60.0  # the coarse delay stays this far below the measured one
-DEFAULT_ECHO_WAY_BACK_S = 0.2  # half-duplex: echo delay assumed without a measurement
-REVERB_MARGIN_S = 0.15
 
 
 class EchoControl:
