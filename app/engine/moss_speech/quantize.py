@@ -15,9 +15,9 @@ The decoder layers' linears take the precision and both LM heads int8
 
 torchao's int8 weight-only linear multiplies by a bf16 copy of the *whole* weight, made at every
 call: 1.16 GiB for the text head (measured on the CPU with torch.profiler), held in the CUDA
-graph's pool once captured: most likely the 1.4-1.6 GiB by which int8 and int4 overshot the plan
-on an H200 (peak reserved 13.2 / 10.1 GiB against 11.8 / 8.5 allocated; not re-measured on a GPU
-since). A weight whose copy would exceed ``DEQUANT_BUDGET_BYTES`` is therefore multiplied
+graph's pool once captured: int8 and int4 overshot the plan on an H200 (peak reserved 13.2 /
+10.1 GiB), and with the blocks below they peak at 11.1 / 7.9 GiB, under it (make gpu-report,
+2026-11-27). A weight whose copy would exceed ``DEQUANT_BUDGET_BYTES`` is therefore multiplied
 ``RowChunkedInt8Linear``-wise: the same arithmetic, a block of output rows at a time.
 """
 
