@@ -12,7 +12,9 @@ rules live only here:
 - after an onset, a quiet frame starts a *pause*; speech at ``threshold`` again resumes it;
   a resumption one frame long (the next frame quiet again) was a blip in the pause, not
   speech: the pause goes on from where it was (rain drops score 0.5-0.56 for one frame in a
-  pause; counting the silence from them ended turns 0.3-0.5 s late). Unless the caller says
+  pause; counting the silence from them ended turns 0.3-0.5 s late). So is one frame at the
+  threshold trailed by ``BLIP_WEAK_FRAMES`` under it (a thunderclap 0.34 s into a pause
+  scored 0.78 then 0.49, and the turn ended 991 ms after the words). Unless the caller says
   speech after that frame ``may_be_swallowed`` (a reply plays and the echo canceller works on
   its echo: it may take a person going on for echo), where one frame still resumes;
 - a pause of ``endpoint_silence_ms`` after the end of the last voiced frame is the *endpoint*.
@@ -41,6 +43,7 @@ FRAME_SAMPLES = 512  # silero's frame at 16 kHz
 FRAME_S = FRAME_SAMPLES / SAMPLE_RATE_HZ
 HYSTERESIS = 0.15
 HANGOVER_FRAMES = 2
+BLIP_WEAK_FRAMES = 1  # frames under ``threshold`` that may trail a blip in a pause
 
 VadEvent = Literal["candidate", "onset", "dropped", "paused", "resumed", "endpoint"]
 
@@ -101,7 +104,7 @@ class VadUpdate:
     last_voiced_s: float | None = None  # end of its last voiced frame
     voiced_ms: float = 0.0  # onset → last voiced frame
     silence_ms: float = 0.0  # last voiced frame → end of this frame (while STOPPING)
-    may_be_blip: bool = False  # "resumed" on this one frame: the next may take it back
+    may_be_blip: bool = False  # resumed on one frame at the threshold: the next may take it back
 
 
 class Segmenter:
@@ -156,7 +159,7 @@ class Segmenter:
         silence_ms = (end_s - last) * 1000 if pausing and last is not None else 0.0
         update = VadUpdate(start_s, end_s, probability, self.state, event, onset, last,
                            voiced_ms, silence_ms,
-                           event == "resumed" and self._paused_from_s is not None)
+                           self.state == VadState.SPEAKING and self._paused_from_s is not None)
         if self.state == VadState.QUIET:
             self._onset_s = self._last_voiced_s = None
         return update
@@ -186,6 +189,9 @@ class Segmenter:
         if self.state == VadState.SPEAKING:
             blip_from_s, self._paused_from_s = self._paused_from_s, None
             if voiced:
+                if (blip_from_s is not None and p < params.threshold
+                        and self._weak_frames < BLIP_WEAK_FRAMES):
+                    self._paused_from_s = blip_from_s  # still one frame at the threshold
                 self._voiced(p, end_s)
                 return None
             self.state = VadState.STOPPING

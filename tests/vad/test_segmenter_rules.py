@@ -11,7 +11,15 @@ import pytest
 from voice_helpers import vad_updates
 
 from app.settings import VadSettings
-from app.vad.base import FRAME_S, HYSTERESIS, Segmenter, VadFrame, VadParams, VadState
+from app.vad.base import (
+    BLIP_WEAK_FRAMES,
+    FRAME_S,
+    HYSTERESIS,
+    Segmenter,
+    VadFrame,
+    VadParams,
+    VadState,
+)
 
 FRAME_MS = FRAME_S * 1000  # 32 ms
 
@@ -150,13 +158,33 @@ def test_a_one_frame_resumption_says_it_may_be_a_blip(swallowed: bool) -> None:
                                                  not swallowed, False]
 
 
-@pytest.mark.parametrize(("after", "last_frames"), [(0.9, 5), (0.5 - HYSTERESIS, 4)])
+@pytest.mark.parametrize(("after", "last_frames"),
+                         [([0.9], 5), ([0.5], 5),
+                          ([0.5 - HYSTERESIS] * BLIP_WEAK_FRAMES + [0.5], 4 + 1
+                                       + BLIP_WEAK_FRAMES),
+                          ([0.5 - HYSTERESIS] * (BLIP_WEAK_FRAMES + 1), 4)])
 def test_speech_that_goes_on_after_its_first_frame_resumes_the_utterance(
-        after: float, last_frames: int) -> None:
-    params = VadParams(min_speech_ms=0, endpoint_silence_ms=5 * FRAME_MS)
-    updates = vad_updates([0.9, 0.0, 0.0, 0.9, after, 0.0], params)
-    assert [u.event for u in updates] == ["onset", "paused", None, "resumed", None, "paused"]
+        after: list[float], last_frames: int) -> None:
+    """A second frame at the threshold, or more weak frames than a blip's, is speech."""
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=10 * FRAME_MS)
+    updates = vad_updates([0.9, 0.0, 0.0, 0.9, *after, 0.0], params)
+    assert [u.event for u in updates] == ["onset", "paused", None, "resumed",
+                                          *[None] * len(after), "paused"]
     assert updates[-1].last_voiced_s == pytest.approx(last_frames * FRAME_S)  # (hangover rule)
+    assert [u.may_be_blip for u in updates[3:-1]] == [True] + [
+        i < BLIP_WEAK_FRAMES and p < 0.5 for i, p in enumerate(after)]
+
+
+@pytest.mark.parametrize("weak_frames", range(BLIP_WEAK_FRAMES + 1))
+def test_one_frame_at_the_threshold_trailed_by_weak_ones_is_a_blip(weak_frames: int) -> None:
+    """A thunderclap 0.34 s into a pause scored 0.78, then 0.49: the pause goes on from the
+    words' end (the turn had ended 991 ms after them)."""
+    params = VadParams(min_speech_ms=0, endpoint_silence_ms=10 * FRAME_MS)
+    updates = vad_updates([0.9, 0.0, 0.0, 0.78, *[0.49] * weak_frames, 0.0], params)
+    assert [u.event for u in updates] == ["onset", "paused", None, "resumed",
+                                          *[None] * weak_frames, "paused"]
+    assert updates[-1].last_voiced_s == pytest.approx(FRAME_S)
+    assert all(u.may_be_blip for u in updates[3:-1])
 
 
 def test_where_speech_may_be_swallowed_one_frame_resumes_the_utterance() -> None:
