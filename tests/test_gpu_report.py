@@ -146,3 +146,40 @@ def test_gpu_tests_cut_at_their_cap_count_the_progress_and_say_so(monkeypatch, t
     result = collect.gpu_tests(collect.Budget(500.0), tmp_path)
     assert (result["passed"], result["failed"], result["skipped"]) == (21, 3, 1)
     assert result["returncode"] is None and result["summary"].startswith("timed out after")
+
+
+@pytest.mark.parametrize(("left_s", "cap_s"), [(1000.0, 330.0), (200.0, 200.0), (10.0, 30.0)])
+def test_the_gpu_tests_get_the_time_left_up_to_their_cap(monkeypatch, tmp_path, left_s: float,
+                                                         cap_s: float) -> None:
+    """They run last (the measurements leave them ``TESTS_RESERVE_S``): whatever is left, at
+    most ``TESTS_CAP_S``, at least 30 s to report something."""
+    timeouts: list[float] = []
+
+    def run(*_args, **kwargs):
+        timeouts.append(kwargs["timeout"])
+        return subprocess.CompletedProcess([], 0, stdout="24 passed in 262.0s\n", stderr="")
+
+    monkeypatch.setattr(collect.subprocess, "run", run)
+    now = [0.0]
+    result = collect.gpu_tests(collect.Budget(left_s, clock=lambda: now[0]), tmp_path)
+    assert timeouts == [pytest.approx(cap_s)]
+    assert (result["passed"], result["returncode"]) == (24, 0)
+    assert collect.TESTS_CAP_S == 330.0 and collect.TESTS_RESERVE_S == 280.0
+
+
+@pytest.mark.parametrize("spare_s", [-1.0, 1.0])
+def test_a_compile_runs_only_where_it_leaves_the_gpu_tests_their_time(monkeypatch,
+                                                                      spare_s: float) -> None:
+    """torch.compile of the decode step takes about 90 s: with less than it needs plus the
+    tests' reserve left it is skipped, with a note; the other decode steps always run."""
+    from app.engine.moss_speech import bench_lm
+
+    measured: list[str] = []
+    monkeypatch.setattr(bench_lm, "measure_model",
+                        lambda _model, _prompt, _rows, path, bandwidth: measured.append(path)
+                        or {"path": path})
+    left_s = collect.COMPILE_NEEDS_S + 90 + collect.TESTS_RESERVE_S + spare_s
+    results = collect.decode_paths(object(), collect.Budget(left_s, clock=lambda: 0.0), "bf16")
+    compiled = spare_s > 0
+    assert measured == (["graph", "compile", "eager"] if compiled else ["graph", "eager"])
+    assert ("skipped" in results["compile"]) != compiled
