@@ -14,7 +14,8 @@ such duck-and-restore, and every barge-in that stopped a reply but then turned o
 speech (no onset followed), is a *false interruption*. While the echo canceller is still
 warming up (``echo_guard``) speech during a reply only ducks it: it is confirmed once the
 guard is over, if the person is still talking. Speech that stops for less than
-``DIP_TOLERANCE_S`` and goes on is one utterance: a dip keeps the duck and the first onset.
+``DIP_TOLERANCE_S`` and goes on is one utterance: a dip keeps the duck and the first onset
+(once the reply is stopped, a pause as long as the endpoint silence does).
 
 Sound first (issue 14): the listener's sound gate says every 10 ms whether the canceller's
 output holds sound over the noise floor and over any echo the reply can make
@@ -205,7 +206,7 @@ class BargeInPolicy(TurnState):
         assert update.onset_s is not None
         start = update.onset_s
         if (self._episode_start_s is not None
-                and start - self._episode_end_s <= DIP_TOLERANCE_S + 1e-9):
+                and start - self._episode_end_s <= self._dip_tolerance_s() + 1e-9):
             start = min(start, self._episode_start_s)
         else:
             self._episode_peak = 0.0
@@ -216,7 +217,18 @@ class BargeInPolicy(TurnState):
 
     def _dip_over(self, update: VadUpdate) -> bool:
         return (self._episode_start_s is None
-                or update.end_s - self._episode_end_s >= DIP_TOLERANCE_S - 1e-9)
+                or update.end_s - self._episode_end_s >= self._dip_tolerance_s() - 1e-9)
+
+    def _dip_tolerance_s(self) -> float:
+        """How long speech may stop and still go on as one utterance: a dip's length, or,
+        once this speech has stopped the reply, a pause's (the endpoint silence), as in a
+        turn. With the reply stopped nothing it plays can be mistaken for the person; the
+        canceller, still suppressing the reply's echo, swallowed 190 ms of a person talking
+        over a reply in a 0 dB room, and the turn's audio then began 249 ms after their
+        first word (a fresh onset, its pre-roll too short to reach back)."""
+        if self._interrupted:
+            return self.params.endpoint_silence_ms / 1000
+        return DIP_TOLERANCE_S
 
     def _not_confirmed(self, update: VadUpdate, now_s: float) -> None:
         """Speech that was not confirmed as a turn ended: if it ducked or stopped a reply,

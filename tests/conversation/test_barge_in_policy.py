@@ -46,11 +46,42 @@ def test_confirmed_speech_stops_the_reply_and_is_no_false_interruption() -> None
 
 
 def test_a_stopped_reply_with_no_turn_after_it_is_a_false_interruption_too() -> None:
-    s = replying().frames(SPEECH, 4).frames(QUIET, 5)  # 128 ms: stopped, no onset
-    assert s.of(t.ReplyInterrupted)
+    """Once the reply is stopped the speech may pause as long as a turn may (the endpoint
+    silence, 500 ms) before it counts as no turn."""
+    s = replying().frames(SPEECH, 4).frames(QUIET, 15)  # 128 ms: stopped, no onset
+    assert s.of(t.ReplyInterrupted) and not s.of(t.FalseInterruption)
+    assert s.controller.state == S.INTERRUPTED
+    s.frames(QUIET, 1)  # 512 ms of quiet after the last voiced frame
     [false] = s.of(t.FalseInterruption)
     assert false.reply_stopped and false.turn_id == 1
     assert len(s.of(t.TurnStarted)) == 1 and s.controller.state == S.LISTENING
+
+
+@pytest.mark.parametrize(("endpoint_ms", "quiet_frames"), [(16 * FRAME_S * 1000, 16),
+                                                           (16 * FRAME_S * 1000 + 0.4, 17)])
+def test_a_stopped_reply_counts_no_turn_once_the_endpoint_silence_has_passed(
+        endpoint_ms: float, quiet_frames: int) -> None:
+    """To the frame: with a 512 ms endpoint silence the 16th quiet frame after the speech
+    ends it, with 512.4 ms the 17th."""
+    s = Script(speculative_start=False, endpoint_silence_ms=endpoint_ms).replying()
+    s.frames(SPEECH, 4).frames(QUIET, quiet_frames - 1)
+    assert s.of(t.ReplyInterrupted) and not s.of(t.FalseInterruption)
+    s.frames(QUIET, 1)
+    [false] = s.of(t.FalseInterruption)
+    assert false.reply_stopped
+
+
+def test_speech_that_stopped_a_reply_pauses_and_goes_on_as_one_turn_from_its_start() -> None:
+    """The canceller, still suppressing the stopped reply's echo, swallowed 190 ms of a person
+    talking over it (a 0 dB room): their turn starts at their first frames, its audio from
+    that onset's pre-roll, not at a fresh onset after the gap (249 ms of their words lost)."""
+    s = replying().frames(SPEECH, 4).frames(QUIET, 8)  # stopped, then 256 ms swallowed
+    assert s.of(t.ReplyInterrupted)
+    s.frames(SPEECH, 10).frames(QUIET, 20)
+    _, turn = s.of(t.TurnStarted)
+    assert turn.onset_s == pytest.approx(34 * FRAME_S)
+    assert turn.audio_from_s == pytest.approx(34 * FRAME_S - 0.3)
+    assert not s.of(t.FalseInterruption)
 
 
 def test_while_the_canceller_warms_up_speech_only_ducks_and_is_confirmed_after() -> None:
@@ -277,9 +308,9 @@ def test_a_cough_and_a_stopped_reply_are_false_interruptions_with_their_times() 
     s = replying().frames(SPEECH, 1).frames(QUIET, 5)  # a cough: ducked, given back
     assert rows(s.of(t.FalseInterruption)) == expect(
         [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(40), False)])
-    s = replying().frames(SPEECH, 4).frames(QUIET, 6)  # stopped, then no turn
-    assert rows(s.of(t.FalseInterruption)) == expect(
-        [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(43), True)])
+    s = replying().frames(SPEECH, 4).frames(QUIET, 16)  # stopped, then no turn
+    assert rows(s.of(t.FalseInterruption)) == expect(  # after the endpoint silence
+        [("FalseInterruption", 1, 34 * FRAME_S, s.pumped_at(54), True)])
     assert s.states()[-2:] == [S.INTERRUPTED, S.LISTENING]
     assert s.of(t.DuckSet) == [t.DuckSet(True)]  # the stopped reply fades out: no swell back
 
