@@ -160,8 +160,7 @@ def test_the_gpu_tests_get_the_time_left_up_to_their_cap(monkeypatch, tmp_path, 
         return subprocess.CompletedProcess([], 0, stdout="24 passed in 262.0s\n", stderr="")
 
     monkeypatch.setattr(collect.subprocess, "run", run)
-    now = [0.0]
-    result = collect.gpu_tests(collect.Budget(left_s, clock=lambda: now[0]), tmp_path)
+    result = collect.gpu_tests(collect.Budget(left_s, clock=lambda: 0.0), tmp_path)
     assert timeouts == [pytest.approx(cap_s)]
     assert (result["passed"], result["returncode"]) == (24, 0)
     assert collect.TESTS_CAP_S == 330.0 and collect.TESTS_RESERVE_S == 280.0

@@ -36,13 +36,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.conversation.turn_actions import FalseInterruption
-from app.conversation.turn_state import TurnState
+from app.conversation.turn_state import SOUND_GAP_S, TurnState
 from app.vad.base import VadState, VadUpdate
 from app.vad.sound import SoundBlock
 
 DIP_TOLERANCE_S = 0.15  # speech that stops for less than this and goes on is one utterance
 SOUND_DUCK_BLOCKS = 2  # 20 ms of sound over noise and echo duck the reply
-SOUND_GAP_S = 0.02  # a run of sound blocks may miss this much
 SOUND_WAIT_S = 0.3  # a duck on sound alone waits this long for the VAD
 WEAK_PROBABILITY = 0.15  # weakly voiced: the VAD's probability on rain stays under this
 WEAK_FRAMES = 3
@@ -196,8 +195,7 @@ class BargeInPolicy(TurnState):
         """Enough to stop the reply: the VAD sure of one frame of this speech, or the sound gate
         hearing sound over the echo bound in it (up to a run's gap before the VAD's onset).
         Otherwise the speech only ducks the reply, which comes back if it stops."""
-        heard_sound = self._sound_end_s >= onset_s - SOUND_GAP_S - 1e-9
-        return heard_sound or self._episode_peak >= CONFIDENT_PROBABILITY
+        return self._sound_heard_from(onset_s) or self._episode_peak >= CONFIDENT_PROBABILITY
 
     def _episode_onset(self, update: VadUpdate) -> float:
         """Onset of the speech this voiced frame belongs to: speech that starts again within

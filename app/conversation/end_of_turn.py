@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.conversation.barge_in import CONFIDENT_PROBABILITY, DIP_TOLERANCE_S, SOUND_GAP_S
+from app.conversation.barge_in import CONFIDENT_PROBABILITY, DIP_TOLERANCE_S
 from app.conversation.turn_actions import Action, EndpointQuery, FalseInterruption, TurnResumed
 from app.conversation.turn_state import Closing, TurnState
 from app.vad.base import VadState, VadUpdate
@@ -218,7 +218,7 @@ class EndOfTurnPolicy(TurnState):
         if self._reply_turn is None or not self._reply_audible or self._echo_free_now:
             return True
         return (update.probability >= CONFIDENT_PROBABILITY
-                or self._sound_end_s >= update.start_s - SOUND_GAP_S - 1e-9)
+                or self._sound_heard_from(update.start_s))
 
     def _resume(self, closing: Closing, update: VadUpdate, now_s: float) -> None:
         """Speech went on: the early end is taken back and the turn continues."""

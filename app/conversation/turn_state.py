@@ -29,6 +29,7 @@ from app.vad.base import Segmenter, VadParams, VadState, VadUpdate
 from app.vad.sound import SpeechEnd
 
 State = ConversationState
+SOUND_GAP_S = 0.02  # a run of sound blocks may miss this much
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,12 @@ class TurnState:
         self._reply_turn, self._reply_audible = None, False
         self._ducked = False  # the reply fades out from where it is: no swell back up first
         self._sound_duck_s = None
+
+    def _sound_heard_from(self, start_s: float) -> bool:
+        """The sound gate heard sound over the echo bound in speech from ``start_s`` on (up to
+        a run's gap, ``SOUND_GAP_S``, before it): what makes unsure speech over a reply count,
+        for a barge-in and for a turn going on over an early reply alike."""
+        return self._sound_end_s >= start_s - SOUND_GAP_S - 1e-9
 
     def _set_duck(self, ducked: bool) -> None:
         if ducked != self._ducked:
