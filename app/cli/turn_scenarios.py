@@ -41,6 +41,18 @@ def _sentences(name: str, clips: list[Clip], room: Room, **kwargs: Any) -> TurnS
     return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
 
 
+def _words(name: str, clip: Clip, room: Room, **kwargs: Any) -> TurnScenario:
+    """One-word turns (issue 14: "yes", "two"): every word of the clip on its own, answered
+    before the next."""
+    plan, at = [], 0.6
+    for start, end in clip.utterances():
+        word = clip.cut(start, end)
+        plan.append((at, word, "turn"))
+        length = word.speech[-1][1] - word.speech[0][0]
+        at = reply_start_s(at + word.speech[-1][1]) + length + 0.8
+    return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
+
+
 def _noise_then_sentence(name: str, noise: Clip, clip: Clip, room: Room) -> TurnScenario:
     """A loud noise that is no speech (it must not start a turn), then a sentence."""
     at = 0.6 + noise.speech[-1][1] + 1.5
@@ -60,6 +72,7 @@ def hesitation_scenarios(k: dict[str, Clip], lengths: tuple[float, ...] = (0.5, 
 # The third sound event of ar_m_numbers is no speech: a 1.9 s broadband noise burst without
 # harmonics (the recording's 'bc_noise'); it is played as a noise that must not start a turn.
 AR_NOISE_BURST_SPAN = 2
+DIGITS = ("jackson", "nicolas", "theo", "yweweler", "george", "lucas")
 
 
 def corpus_clips() -> dict[str, Clip]:
@@ -71,7 +84,8 @@ def corpus_clips() -> dict[str, Clip]:
             "ar_one": ar.cut(*spans[0]), "ar_two": ar.cut(*spans[1]),
             "ar_three": ar.cut(*spans[3]), "ar_tail": ar.cut(*spans[4]),
             "noise_burst": replace(ar.cut(*spans[AR_NOISE_BURST_SPAN]), name="noise_burst"),
-            "rain": corpus["noise_rain"], "thunder": corpus["noise_thunder_rain"]}
+            "rain": corpus["noise_rain"], "thunder": corpus["noise_thunder_rain"],
+            **{f"digits_{speaker}": corpus[f"en_m_digits_{speaker}"] for speaker in DIGITS}}
 
 
 NO_ECHO = Room("none")
@@ -149,6 +163,13 @@ def build_scenarios(quick: bool = False) -> list[TurnScenario]:
                   noise=k["rain"], snr_db=10.0),
         _sentence("pauses_400ms_echo_room", k["slt"].with_pauses(0.4, 1), rooms[3]),
         *hesitation_scenarios(k),
+        _words("words_jackson", k["digits_jackson"], NO_ECHO),
+        _words("words_nicolas", k["digits_nicolas"], NO_ECHO),
+        _words("words_theo", k["digits_theo"], NO_ECHO),
+        _words("words_yweweler_rain_10dB", k["digits_yweweler"], NO_ECHO, noise=k["rain"],
+               snr_db=10.0),
+        _words("words_george_-40dBFS", k["digits_george"], NO_ECHO, talker_dbfs=-40.0),
+        _words("words_lucas_echo_room", k["digits_lucas"], rooms[3]),
     ]
     for scenario in out:
         if scenario.echo_mode == "half_duplex":  # no barge-in there: it talks over nothing
