@@ -167,7 +167,8 @@ class VadSettings(_Group):
         0.5, gt=0.0, lt=1.0, description="Speech probability above which a frame is speech."
     )
     min_speech_ms: int = Field(
-        250, ge=0, le=2000, description="Shorter bursts (clicks, coughs) do not start a turn."
+        250, ge=0, le=2000, description="Shorter bursts (clicks, coughs) do not start a turn, "
+        "unless the detector is sure they are speech (a one-word answer)."
     )
     endpoint_silence_ms: int = Field(
         500, ge=100, le=5000, description="Silence that ends your turn (without the "

@@ -235,6 +235,26 @@ def test_on_real_speech_a_turn_ends_the_endpoint_silence_after_the_words_not_the
     assert all(-64 <= ms <= 64 for ms in figures.speech_end_ms)
 
 
+def test_on_real_speech_every_one_word_answer_is_a_turn() -> None:
+    """Issue 14: a person answering with one word ("two", "six"). Silero held two of theo's
+    digits over the threshold for less than ``vad.min_speech_ms`` (250 ms) and they made no
+    turn; a candidate the VAD is sure of for three frames is one now."""
+    [scenario] = [s for s in scenarios.build_scenarios() if s.name == "words_theo"]
+    figures = bench.run_scenario(scenario)
+    assert len([u for u in scenario.utterances if u.kind == "turn"]) == 10
+    assert figures.missed == figures.split == figures.false_turns == 0
+    assert len(figures.turn_end_ms) == 10
+
+
+def test_the_one_word_clips_hold_the_ten_digits_each() -> None:
+    corpus = load_corpus()
+    for speaker in scenarios.DIGITS:
+        clip = corpus[f"en_m_digits_{speaker}"]
+        words = clip.utterances()
+        assert len(words) == 10, speaker
+        assert all(0.1 <= end - start <= 1.0 for start, end in words), speaker
+
+
 def test_in_rain_with_no_echo_path_a_barge_ins_first_syllable_ducks_the_reply() -> None:
     """Issue 14 (20 dB down within 80 ms of the true onset): 0.1 s into the session's first
     reply, the echo level had been learnt from the microphone's first frames of the reply,

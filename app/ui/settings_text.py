@@ -116,7 +116,8 @@ HELP = {
     "sampling.seed": "The same seed gives the same reply; empty = different each time.",
     "vad.threshold": "How sure the detector must be that a sound is speech; raise it when "
                      "noisy.",
-    "vad.min_speech_ms": "Shorter sounds (clicks, coughs) do not start a turn.",
+    "vad.min_speech_ms": "Shorter sounds (clicks, coughs) do not start a turn; a short word "
+                         "the detector is sure of (\"yes\", \"two\") does.",
     "vad.endpoint_silence_ms": "Silence that ends your turn; longer lets you pause to think.",
     "vad.pre_roll_ms": "Kept from before speech was noticed, so the first syllable is not cut.",
     "turn.mode": "Always listening answers when you pause; push-to-talk listens while you hold "

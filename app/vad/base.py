@@ -5,10 +5,11 @@ Scorers are swappable (silero ONNX in the app, energy or scripted ones in tests)
 rules live only here:
 - a frame at or above ``threshold`` starts a *candidate* at its start time;
 - frames at or above the lower ``threshold - 0.15`` keep speech going (hysteresis);
-- a candidate becomes an *onset* once it has lasted ``min_speech_ms``; two quiet frames
-  running before that drop it (clicks, coughs). One is a dip: a distant talker in a
-  reverberant room scored 0.32 for one frame inside a word, and the candidate dropped there
-  lost the first 1.3 s of their turn;
+- a candidate becomes an *onset* once it has lasted ``min_speech_ms``, or once
+  ``SURE_FRAMES`` of its frames scored ``SURE_PROBABILITY`` or more (a short word the model
+  is sure of); two quiet frames running before that drop it (clicks, coughs). One is a dip:
+  a distant talker in a reverberant room scored 0.32 for one frame inside a word, and the
+  candidate dropped there lost the first 1.3 s of their turn;
 - after an onset, a quiet frame starts a *pause*; speech at ``threshold`` again resumes it;
   a resumption one frame long (the next frame quiet again) was a blip in the pause, not
   speech: the pause goes on from where it was (rain drops score 0.5-0.56 for one frame in a
@@ -44,6 +45,12 @@ FRAME_S = FRAME_SAMPLES / SAMPLE_RATE_HZ
 HYSTERESIS = 0.15
 HANGOVER_FRAMES = 2
 BLIP_WEAK_FRAMES = 1  # frames under ``threshold`` that may trail a blip in a pause
+# A candidate the model is sure of for this many frames is an onset before ``min_speech_ms``:
+# one-word answers ("two", "six") often hold only 150-250 ms over the threshold, and 23 of 300
+# digits spoken alone made no turn; clicks, rain drops and the corpus's thunder and noise burst
+# never reach it (BENCHMARKS.md, "Turn-taking on real speech", twelfth session).
+SURE_PROBABILITY = 0.9
+SURE_FRAMES = 3
 
 VadEvent = Literal["candidate", "onset", "dropped", "paused", "resumed", "endpoint"]
 
@@ -127,6 +134,7 @@ class Segmenter:
         self._last_strong_s: float | None = None  # end of the last frame at ``threshold``
         self._weak_frames = 0  # voiced frames under ``threshold`` since then
         self._dipped = False  # a candidate's latest frame was quiet
+        self._sure_frames = 0  # a candidate's frames at ``SURE_PROBABILITY`` or more
         self._paused_from_s: float | None = None  # a pause's last voiced end, while it may
         # still go on (the utterance resumed on a single frame so far)
 
@@ -174,6 +182,7 @@ class Segmenter:
             self._onset_s, self._last_voiced_s = start_s, end_s
             self._last_strong_s, self._weak_frames = end_s, 0
             self._dipped = False
+            self._sure_frames = int(p >= SURE_PROBABILITY)
             self.state = VadState.STARTING
             return self._confirm_onset(end_s) or "candidate"
         if self.state == VadState.STARTING:
@@ -184,6 +193,7 @@ class Segmenter:
                 self.state = VadState.QUIET
                 return "dropped"
             self._dipped = False
+            self._sure_frames += p >= SURE_PROBABILITY
             self._voiced(p, end_s)
             return self._confirm_onset(end_s)
         if self.state == VadState.SPEAKING:
@@ -226,7 +236,8 @@ class Segmenter:
 
     def _confirm_onset(self, end_s: float) -> VadEvent | None:
         assert self._onset_s is not None
-        if (end_s - self._onset_s) * 1000 + 1e-6 >= self.params.min_speech_ms:
+        if ((end_s - self._onset_s) * 1000 + 1e-6 >= self.params.min_speech_ms
+                or self._sure_frames >= SURE_FRAMES):
             self.state = VadState.SPEAKING
             return "onset"
         return None

@@ -12,7 +12,7 @@ from app.settings import Settings
 from app.vad.base import FRAME_S, VadFrame, VadParams, VadState
 from app.vad.sound import SoundBlock
 from tests.conversation import turn_script
-from tests.conversation.turn_script import QUIET, SPEECH, Script
+from tests.conversation.turn_script import QUIET, SPEECH, SURE, Script
 
 
 @pytest.fixture(autouse=True, params=[1, 3, 8], ids=lambda n: f"{n}_frames_per_pump")
@@ -625,6 +625,17 @@ def test_speech_from_the_very_first_frame_is_a_turn_after_the_min_speech() -> No
     s.frames(SPEECH, 1)  # 256 ms from the first frame's start: the 250 ms of speech
     [started] = s.of(t.TurnStarted)
     assert started.onset_s == 0.0 and s.controller.state == S.USER_SPEAKING
+
+
+def test_a_short_word_the_vad_is_sure_of_is_a_whole_turn() -> None:
+    """Issue 14: a one-word answer ("two") held 150-250 ms over the threshold made no turn."""
+    s = Script(speculative_start=False).frames(SURE, 2)
+    assert not s.of(t.TurnStarted)
+    s.frames(SURE, 1).frames(SPEECH, 2).frames(QUIET, 20)  # 160 ms of speech
+    [started] = s.of(t.TurnStarted)
+    [ended] = s.of(t.TurnEnded)
+    assert started.onset_s == 0.0 and ended.user_end_s == pytest.approx(5 * FRAME_S)
+    assert s.controller.state == S.RESPONDING
 
 
 def test_blocks_after_a_frame_are_taken_after_it() -> None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from app.conversation import turns as t
 from app.events import ConversationState
-from app.vad.base import FRAME_S, VadFrame
+from app.vad.base import FRAME_S, SURE_PROBABILITY, VadFrame
 from app.vad.sound import SoundBlock
 
-SPEECH, QUIET = 0.9, 0.05
+# speech over the threshold but under the VAD's sure probability (a candidate becomes an onset
+# after vad.min_speech_ms); SURE: a frame that counts towards a short word's onset
+SPEECH, QUIET, SURE = 0.8, 0.05, SURE_PROBABILITY
 # the end-of-turn model on, with round numbers (test_smart_endpoint.py, test_unsure_end.py)
 SMART = {"smart_endpoint": True, "speculative_start": False, "smart_pause_ms": 120.0,
          "endpoint_silence_ms": 500.0, "smart_long_silence_ms": 1800.0,

@@ -15,6 +15,8 @@ from app.vad.base import (
     BLIP_WEAK_FRAMES,
     FRAME_S,
     HYSTERESIS,
+    SURE_FRAMES,
+    SURE_PROBABILITY,
     Segmenter,
     VadFrame,
     VadParams,
@@ -69,12 +71,47 @@ def test_resuming_a_pause_needs_the_full_threshold_exactly() -> None:
 @pytest.mark.parametrize("offset", range(40))  # start times whose float sums land either side
 def test_speech_lasting_exactly_min_speech_is_an_onset(offset: int) -> None:
     params = VadParams(min_speech_ms=8 * FRAME_MS)
-    assert first_frame_with("onset", [0.9] * 12, params, offset) == 7  # the 8th frame
+    assert first_frame_with("onset", [0.8] * 12, params, offset) == 7  # the 8th frame
 
 
 def test_speech_a_fraction_of_a_millisecond_short_of_min_speech_is_not_yet_an_onset() -> None:
     params = VadParams(min_speech_ms=8 * FRAME_MS + 0.1)
-    assert first_frame_with("onset", [0.9] * 12, params) == 8  # the 9th frame, not the 8th
+    assert first_frame_with("onset", [0.8] * 12, params) == 8  # the 9th frame, not the 8th
+
+
+def test_a_candidate_the_model_is_sure_of_for_sure_frames_is_an_onset_before_min_speech() -> None:
+    """One-word answers: "six" held 150-250 ms over the threshold and made no turn."""
+    params = VadParams(min_speech_ms=8 * FRAME_MS)
+    sure = [SURE_PROBABILITY] * SURE_FRAMES
+    assert first_frame_with("onset", sure + [0.8] * 10, params) == SURE_FRAMES - 1
+    # a frame a hair under the sure probability does not count: min speech decides
+    almost = [SURE_PROBABILITY] * (SURE_FRAMES - 1) + [SURE_PROBABILITY - 0.001]
+    assert first_frame_with("onset", almost + [0.8] * 10, params) == 7
+    # sure frames need not run: other speech and a dip may come between them
+    spread = [SURE_PROBABILITY, 0.6, SURE_PROBABILITY, 0.2] + [SURE_PROBABILITY] * 3
+    assert first_frame_with("onset", spread, params) == 4 + SURE_FRAMES - 3
+
+
+def test_a_short_sure_word_makes_an_utterance_with_its_own_times() -> None:
+    params = VadParams(min_speech_ms=8 * FRAME_MS, endpoint_silence_ms=5 * FRAME_MS)
+    word = [0.6] + [0.95] * 4 + [0.5]  # 192 ms over the threshold, under min speech
+    updates = vad_updates([0.0] * 3 + word + [0.0] * 8, params)
+    assert [u.event for u in updates if u.event] == ["candidate", "onset", "paused",
+                                                     "endpoint"]
+    onset = next(u for u in updates if u.event == "onset")
+    assert onset.onset_s == pytest.approx(3 * FRAME_S)
+    assert onset.end_s == pytest.approx((3 + 1 + SURE_FRAMES) * FRAME_S)
+
+
+def test_a_dropped_candidate_takes_no_sure_frames_into_the_next() -> None:
+    params = VadParams(min_speech_ms=8 * FRAME_MS)
+    sure = SURE_PROBABILITY
+    probs = [sure] * (SURE_FRAMES - 1) + [0.0, 0.0] + [sure] * (SURE_FRAMES - 1) + [0.8] * 10
+    updates = vad_updates(probs, params)
+    events = [(i, u.event) for i, u in enumerate(updates) if u.event]
+    second = SURE_FRAMES + 1  # the second candidate's first frame
+    assert events == [(0, "candidate"), (SURE_FRAMES, "dropped"), (second, "candidate"),
+                      (second + 7, "onset")]
 
 
 @pytest.mark.parametrize("offset", range(40))
