@@ -246,6 +246,19 @@ def test_on_real_speech_every_one_word_answer_is_a_turn() -> None:
     assert len(figures.turn_end_ms) == 10
 
 
+def test_the_end_of_turn_table_counts_one_word_answers_apart_from_sentences() -> None:
+    quick = scenarios.build_scenarios(quick=True)[:1]
+    [words] = [s for s in scenarios.build_scenarios() if s.name == "words_theo"]
+    figures = bench.run_bench([*quick, words], [])
+    row = bench.endpointing_row(figures)
+    alone = bench.endpointing_row(bench.run_bench([words], []))
+    assert row["one_word_reply_ms_median"] == alone["reply_after_true_end_ms_median"]
+    assert row["one_word_reply_ms_p90"] == alone["reply_after_true_end_ms_p90"]
+    sentences = bench.endpointing_row(bench.run_bench(quick, []))
+    assert row["sentences_reply_ms_median"] == sentences["reply_after_true_end_ms_median"]
+    assert sentences["one_word_reply_ms_median"] is None
+
+
 def test_the_one_word_clips_hold_the_ten_digits_each() -> None:
     corpus = load_corpus()
     for speaker in scenarios.DIGITS:

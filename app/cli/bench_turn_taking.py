@@ -144,12 +144,13 @@ def meets_targets(figures: Figures, endpoint_silence_ms: float) -> bool:
 def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
               overrides: tuple[tuple[str, object], ...] = (),
               endpoint_silence_ms: float = 500.0) -> dict[str, Any]:
-    rows, total = {}, Figures()
+    rows, total, sentences, one_word = {}, Figures(), Figures(), Figures()
     started = time.perf_counter()
     for scenario in scenarios:
         figures = run_scenario(scenario, overrides)
         rows[scenario.name] = scenario_row(figures, endpoint_silence_ms)
         total.merge(figures)
+        (one_word if scenario.one_word else sentences).merge(figures)
     echo_replies, where = Figures(), []
     for scenario in selfs:
         figures = run_scenario(scenario, overrides)
@@ -176,7 +177,8 @@ def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
                "false_turns": echo_replies.false_turns, "missed": echo_replies.missed,
                "replies_withdrawn": echo_replies.replies_withdrawn, "where": where}
     return {"scenarios": rows, "overall": overall, "echo_rooms_unattended": replies,
-            "wall_s": round(time.perf_counter() - started, 1), "_total": total}
+            "wall_s": round(time.perf_counter() - started, 1), "_total": total,
+            "_sentences": sentences, "_one_word": one_word}
 
 
 MODES = {"smart": (("vad.smart_endpoint", True),), "silence": (("vad.smart_endpoint", False),)}
@@ -186,8 +188,13 @@ def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
     """Issue 23's figures for one mode."""
     total: Figures = figures["_total"]
     after = summarise(total.reply_after_end_ms)
+    sentences = summarise(figures["_sentences"].reply_after_end_ms)
+    words = summarise(figures["_one_word"].reply_after_end_ms)
     return {"reply_after_true_end_ms_median": after["median"],
             "reply_after_true_end_ms_p90": after["p90"],
+            "sentences_reply_ms_median": sentences["median"],
+            "sentences_reply_ms_p90": sentences["p90"],
+            "one_word_reply_ms_median": words["median"], "one_word_reply_ms_p90": words["p90"],
             "hesitations_kept": f"{total.hesitations_kept}/{total.hesitations}",
             "split_turns": total.split, "missed_turns": total.missed,
             "replies_withdrawn": total.replies_withdrawn,

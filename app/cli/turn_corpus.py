@@ -239,6 +239,7 @@ class TurnScenario:
     echo_mode: str = "automatic"
     overrides: tuple[tuple[str, object], ...] = ()
     note: str = ""
+    one_word: bool = False  # every turn a single word (the end-of-turn table counts them apart)
 
 
 def level_dbfs(pcm: np.ndarray, speech: tuple[tuple[float, float], ...]) -> float:

@@ -50,7 +50,7 @@ def _words(name: str, clip: Clip, room: Room, **kwargs: Any) -> TurnScenario:
         plan.append((at, word, "turn"))
         length = word.speech[-1][1] - word.speech[0][0]
         at = reply_start_s(at + word.speech[-1][1]) + length + 0.8
-    return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
+    return compose(name, plan, room, one_word=True, **kwargs)  # type: ignore[arg-type]
 
 
 def _noise_then_sentence(name: str, noise: Clip, clip: Clip, room: Room) -> TurnScenario:
