@@ -8,7 +8,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from app.cli.turn_corpus import Clip, Room, TurnScenario, compose, load_corpus, reply_start_s
+from app.cli.turn_corpus import (
+    Clip,
+    Kind,
+    Room,
+    TurnScenario,
+    compose,
+    load_corpus,
+    reply_start_s,
+)
 
 
 def _dialogue(name: str, a: Clip, b: Clip, c: Clip, d: Clip, room: Room, *,
@@ -31,26 +39,29 @@ def _sentence(name: str, clip: Clip, room: Room, **kwargs: Any) -> TurnScenario:
     return compose(name, [(0.6, clip, "turn")], room, **kwargs)
 
 
-def _sentences(name: str, clips: list[Clip], room: Room, **kwargs: Any) -> TurnScenario:
-    """Sentences one after the other, each answered before the next."""
-    plan, at = [], 0.6
+def _answered_turns(clips: list[Clip], endpoint_s: float, gap_s: float
+                    ) -> list[tuple[float, Clip, Kind]]:
+    """Each clip a turn, the next ``gap_s`` after the echo engine's reply to it (as long as
+    the clip, audible ``endpoint_s`` after its end, see ``reply_start_s``) is over."""
+    plan: list[tuple[float, Clip, Kind]] = []
+    at = 0.6
     for clip in clips:
         plan.append((at, clip, "turn"))
         length = clip.speech[-1][1] - clip.speech[0][0]
-        at = reply_start_s(at + clip.speech[-1][1], 1.9) + length + 1.2
-    return compose(name, plan, room, **kwargs)  # type: ignore[arg-type]
+        at = reply_start_s(at + clip.speech[-1][1], endpoint_s) + length + gap_s
+    return plan
+
+
+def _sentences(name: str, clips: list[Clip], room: Room, **kwargs: Any) -> TurnScenario:
+    """Sentences one after the other, each answered before the next."""
+    return compose(name, _answered_turns(clips, 1.9, 1.2), room, **kwargs)
 
 
 def _words(name: str, clip: Clip, room: Room, **kwargs: Any) -> TurnScenario:
     """One-word turns (issue 14: "yes", "two"): every word of the clip on its own, answered
     before the next."""
-    plan, at = [], 0.6
-    for start, end in clip.utterances():
-        word = clip.cut(start, end)
-        plan.append((at, word, "turn"))
-        length = word.speech[-1][1] - word.speech[0][0]
-        at = reply_start_s(at + word.speech[-1][1]) + length + 0.8
-    return compose(name, plan, room, one_word=True, **kwargs)  # type: ignore[arg-type]
+    words = [clip.cut(start, end) for start, end in clip.utterances()]
+    return compose(name, _answered_turns(words, 0.5, 0.8), room, one_word=True, **kwargs)
 
 
 def _noise_then_sentence(name: str, noise: Clip, clip: Clip, room: Room) -> TurnScenario:
@@ -186,10 +197,6 @@ def self_interruption_scenarios(sessions: int) -> list[TurnScenario]:
     for room in ECHO_ROOMS:
         for session in range(sessions):
             clips = [k[order[(session + i) % len(order)]] for i in range(4)]
-            plan, at = [], 0.6
-            for clip in clips:
-                plan.append((at, clip, "turn"))
-                length = clip.speech[-1][1] - clip.speech[0][0]
-                at = reply_start_s(at + clip.speech[-1][1]) + length + 1.0
-            out.append(compose(f"self_{room.name}_{session}", plan, room))  # type: ignore[arg-type]
+            out.append(compose(f"self_{room.name}_{session}", _answered_turns(clips, 0.5, 1.0),
+                               room))
     return out
