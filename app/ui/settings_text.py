@@ -156,11 +156,14 @@ CHOICES: dict[str, dict[object, str]] = {
 
 
 def first_sentence(text: str) -> str:
-    """The description's first sentence (up to the first '. ' or ': ' that ends a clause)."""
+    """The description's first sentence: up to the first '. ', else the first '; ', outside
+    parentheses (one inside cut "… at once (higher: fewer answers …" off unclosed)."""
     for end in (". ", "; "):
-        head, found, _rest = text.partition(end)
-        if found:
-            return head + ("." if end == ". " else "")
+        depth = 0
+        for index, char in enumerate(text):
+            depth += (char == "(") - (char == ")")
+            if depth == 0 and text.startswith(end, index):
+                return text[:index] + ("." if end == ". " else "")
     return text
 
 

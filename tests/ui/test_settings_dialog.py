@@ -66,6 +66,8 @@ def test_every_setting_has_an_editor_with_its_description(qtbot: QtBot,
         assert editor.widget.toolTip().startswith(description), key
         help_line = dialog.rows[key].help  # one line under every field, not only a tooltip
         assert help_line.text() and not help_line.isHidden(), key
+        # cut at a sentence's end, never inside parentheses ("at once (higher: … go on")
+        assert help_line.text().count("(") == help_line.text().count(")"), key
     labels = {f.key: f.label for fields in settings_fields().values() for f in fields}
     assert labels["vad.endpoint_silence_ms"] == "Endpoint silence (ms)"
     assert labels["engine.context_max_rows"] == "Context length (rows)"
