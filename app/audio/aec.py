@@ -37,7 +37,8 @@ even with no echo at all), and the guard lets the barge-in through. The echo lev
 learnt only once the correlation has told echo from no echo in a reply: before that the
 microphone holds the room's noise or a person, and their level is no echo's (rain over the
 far end's first frames read as an echo 6-12 dB under it, which the sound gate then waited
-for a talker's first syllable to clear).
+for a talker's first syllable to clear), nor while a look is undecided (a person's first
+syllable matching the reply's start by chance was learnt as an echo 8 dB under the far end).
 """
 
 from __future__ import annotations
@@ -253,7 +254,8 @@ class AecStage:
         # Until the correlation has told echo from no echo in a reply, the microphone teaches
         # no echo level: the echo may not have arrived yet, what it holds may be the room's
         # noise or a person.
-        talking = self.detector.sound_without_echo or self._unseen_after is not None
+        talking = (self.detector.sound_without_echo or self.detector.undecided
+                   or self._unseen_after is not None)
         self.double_talk.update(near, far, talking, out)
         if active_samples:
             self._far_active_samples += active_samples

@@ -30,6 +30,14 @@ Urgent looks that cannot tell keep what the last look found; so does a regular l
 microphone is rising and the rise alone (its last 40 ms) correlates under 0.5 with the far end
 at every lag: over the whole window a person's onset and an echo's arrival both correlate at
 0.3-0.5, over the rise's own frames an echo is an echo.
+
+Sound that was no echo and now matches the far end at one lag (an urgent look, or a regular
+one's first high peak) is *undecided*: a person's first syllable matching the reply's first
+milliseconds by chance (the same voice: 0.57 for a German talker over a replay of his own
+words) looks exactly like an echo 0.3 s late arriving. It is not sound without echo (the
+canceller's output is used) and teaches no echo level; the next look tells: an echo comes back
+at its lag, a chance match has gone from it (under ``MATCH_GONE_NCC``), and then it is sound
+without echo again, 20 ms later instead of when the whole window stopped matching (60 ms).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ FFT_SIZE = 1 << int(np.ceil(np.log2(WINDOW + MAX_LAG)))
 ECHO_NCC = 0.5
 SAME_LAG = 32  # samples (2 ms)
 NO_ECHO_NCC = 0.25
+MATCH_GONE_NCC = 0.25  # a match at one lag has gone where it fell under this (see ``undecided``)
 SILENT_MIC_RATIO = 10 ** (-45 / 10)  # microphone energy vs far end: nothing comes back
 FAR_ACTIVE_POWER = 10 ** (-55 / 10)  # mean square of an active far end (-55 dBFS)
 NO_ECHO_VOTES = 2
@@ -75,7 +84,17 @@ class EchoDetector:
         self.last_ncc = 0.0
         self._peak_lag: int | None = None  # lag of the previous high peak
         self.sound_without_echo = False  # what the latest evaluation found
+        # the lag at which a sound that was no echo matched the far end in an urgent look
+        # (which casts no vote): a person's onset or an echo arriving (see ``undecided``)
+        self._chance_lag: int | None = None
         self.told = 0  # looks that told echo from no echo (a silent microphone: no echo)
+
+    @property
+    def undecided(self) -> bool:
+        """Sound that was no echo matched the far end at one lag in the latest look, an urgent
+        one: the first syllable of a person talking over the reply (the same voice) or an echo
+        arriving; the next look tells (an echo keeps its lag, a chance match does not)."""
+        return self._chance_lag is not None
 
     @property
     def echo_heard(self) -> bool | None:
@@ -99,7 +118,7 @@ class EchoDetector:
             self._since_evaluation = 0
         far_power = float(np.mean(np.square(self._far[-WINDOW:])))
         if far_power < FAR_ACTIVE_POWER:
-            self.sound_without_echo = False
+            self.sound_without_echo, self._chance_lag = False, None
             return
         vote = self._evaluate(far_power, regular)
         if vote is not None or self.last_ncc >= ECHO_NCC:  # it told echo from no echo
@@ -112,14 +131,24 @@ class EchoDetector:
         near_norm = float(np.linalg.norm(near))
         was, self.sound_without_echo = self.sound_without_echo, False
         if near_norm**2 / WINDOW < far_power * SILENT_MIC_RATIO:
+            self._chance_lag = None
             return False
         far = self._far.astype(np.float64)  # [MAX_LAG + WINDOW], ending with the mic window
-        best, self.last_ncc = _peak_ncc(near, far, FFT_SIZE)
+        ncc = _ncc(near, far, FFT_SIZE)  # [MAX_LAG + 1]
+        best = int(np.argmax(ncc))
+        self.last_ncc = float(ncc[best])
+        # The look after a match of sound that was no echo tells: an echo comes back at its
+        # lag for as long as the far end plays (0.6-0.8, see above); a chance match is gone.
+        chance = (self._chance_lag is not None
+                  and _near_lag(ncc, self._chance_lag) < MATCH_GONE_NCC)
+        self._chance_lag = None
         if self.last_ncc >= ECHO_NCC:
             if not regular:
+                self._chance_lag = best if was else None
                 return None
             previous, self._peak_lag = self._peak_lag, best
             if previous is None or abs(previous - best) > SAME_LAG:
+                self._chance_lag = best if was else None
                 return None  # the first high peak at this lag: wait for the next
             self.delay_ms = (MAX_LAG - best) * 1000 / RATE_HZ
             return True
@@ -133,7 +162,7 @@ class EchoDetector:
         # person's onset and for an echo's arrival alike (issue 14: the person's first 50-100
         # ms went to the not yet converged canceller, which swallowed them).
         keep = was and (not regular or self._rise_is_no_echo(near, far))
-        self.sound_without_echo = no_echo or keep
+        self.sound_without_echo = no_echo or keep or chance
         return False if no_echo else None
 
     def _rise_is_no_echo(self, near: np.ndarray, far: np.ndarray) -> bool:
@@ -162,17 +191,28 @@ class EchoDetector:
             self._verdict = vote
 
 
-def _peak_ncc(near: np.ndarray, far: np.ndarray, fft_size: int) -> tuple[int, float]:
-    """The lag (into ``far``) and value of the largest normalised cross-correlation of
-    ``near`` [W] with ``far`` [MAX_LAG + W] (which ends with ``near``'s last sample)."""
+def _ncc(near: np.ndarray, far: np.ndarray, fft_size: int) -> np.ndarray:
+    """The normalised cross-correlation of ``near`` [W] with ``far`` [MAX_LAG + W] (which ends
+    with ``near``'s last sample) at every lag k into ``far``: [MAX_LAG + 1] (the echo delay is
+    MAX_LAG - k)."""
     width = len(near)
     spectrum = np.fft.rfft(far, fft_size) * np.conj(np.fft.rfft(near, fft_size))
     corr = np.fft.irfft(spectrum, fft_size)[:MAX_LAG + 1]  # corr[k] = near · far[k:k+W]
     energy = np.concatenate([[0.0], np.cumsum(far**2)])
     far_norms = np.sqrt(np.maximum(energy[width:] - energy[:MAX_LAG + 1], 0.0))
-    ncc = np.abs(corr) / (float(np.linalg.norm(near)) * far_norms + 1e-9)  # [MAX_LAG + 1]
+    return np.abs(corr) / (float(np.linalg.norm(near)) * far_norms + 1e-9)
+
+
+def _peak_ncc(near: np.ndarray, far: np.ndarray, fft_size: int) -> tuple[int, float]:
+    """The lag (into ``far``) and value of the largest normalised cross-correlation (``_ncc``)."""
+    ncc = _ncc(near, far, fft_size)
     best = int(np.argmax(ncc))
     return best, float(ncc[best])
+
+
+def _near_lag(ncc: np.ndarray, lag: int) -> float:
+    """The largest of ``ncc`` within ``SAME_LAG`` of ``lag`` (where an echo's peak stays)."""
+    return float(np.max(ncc[max(0, lag - SAME_LAG):lag + SAME_LAG + 1]))
 
 
 def _rising(near: np.ndarray) -> bool:

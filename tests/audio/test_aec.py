@@ -181,15 +181,18 @@ def test_the_detector_finds_the_delay_and_is_not_fooled_by_a_person_talking_over
     assert verdicts == {False}
 
 
-def bounds_during(far: np.ndarray, noise_dbfs: float, echo: SimulatedEcho | None
-                  ) -> tuple[np.ndarray, AecStage]:
-    """The echo power bound the sound gate gets, in dB, after each 10 ms of a reply."""
+def bounds_during(far: np.ndarray, noise_dbfs: float, echo: SimulatedEcho | None,
+                  talker: np.ndarray | None = None) -> tuple[np.ndarray, AecStage]:
+    """The echo power bound the sound gate gets, in dB, after each 10 ms of a reply (the
+    microphone: the room's noise, the echo, and ``talker``)."""
     stage = AecStage()
     stage.configure_output(OUT_RATE)
     played = resample(far, RATE, OUT_RATE)
     path = EchoPath(echo, RATE) if echo else None
     rng = np.random.default_rng(5)
     near = rng.normal(0, 10 ** (noise_dbfs / 20), len(far)).astype(np.float32)
+    if talker is not None:
+        near += talker
     bounds = []
     for k in range(len(far) // BLOCK):
         speaker = np.zeros(3 * BLOCK, np.float32)
@@ -233,3 +236,22 @@ def test_each_replys_echo_level_is_learnt_once_the_correlation_has_told() -> Non
     stage = AecStage()
     drive(stage, far, near, None)
     assert -13 < 10 * np.log10(stage.double_talk.erl) < -7
+
+
+@pytest.mark.parametrize("late_s", [0.0, 0.02])  # the match at a regular look, at an urgent one
+def test_a_first_syllable_that_matches_the_replys_start_teaches_no_echo_level(
+        late_s: float) -> None:
+    """Issue 14: with no echo path, a person's soft first sound over the session's first reply
+    matched the reply's first milliseconds (the same voice); until the next look told it from
+    an echo arriving, its frames taught the echo level, and the person's next 50 ms were under
+    the echo bound the sound gate then wanted (20 dB down 104 ms after the onset, not 52)."""
+    far = reply()[:int(1.0 * RATE)]
+    start = int(np.argmax(np.abs(far) > 0.01))  # the reply's first sound
+    onset = start + int((0.3 + late_s) * RATE)
+    near = np.zeros(len(far), np.float32)
+    near[onset:onset + 320] = far[start:start + 320] * 0.3  # 20 ms like the reply's start,
+    rest = len(near) - onset - 320  # -41 dBFS, then a louder sound unlike the reply (-20)
+    near[onset + 320:] = np.random.default_rng(9).normal(0, 0.1, rest)
+    bounds, stage = bounds_during(far, -60.0, None, near)
+    assert stage.detector.echo_heard is not True
+    assert max(bounds[(onset + 480) // BLOCK:(onset + 1600) // BLOCK]) < -60
