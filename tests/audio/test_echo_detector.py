@@ -344,12 +344,15 @@ def test_an_echo_arriving_keeps_its_lag_and_is_never_a_person() -> None:
 
 def test_an_echo_heard_all_along_is_never_undecided() -> None:
     """Only sound that was no echo can be a person's onset: an echo the looks keep matching
-    at its lag stays told (its level is learnt, ``app.audio.aec``)."""
-    far = noise(1.0, -22, 34)
-    near = delayed(far, 960) * 0.5 + noise(1.0, -60, 35)
-    detector, undecided = EchoDetector(), []
+    at its lag stays told (its level is learnt, ``app.audio.aec``), also when its delay
+    changes (a regular look's first high peak at a new lag: no sound without echo before)."""
+    far = noise(1.6, -22, 34)
+    near = np.concatenate([delayed(far, 960)[:int(0.8 * RATE)],
+                           delayed(far, 1920)[int(0.8 * RATE):]]) * 0.5 + noise(1.6, -60, 35)
+    detector, log = EchoDetector(), []
     for at_ in range(0, len(near) - FRAME + 1, FRAME):
         detector.add(near[at_:at_ + FRAME], far[at_:at_ + FRAME], FRAME, urgent=True)
-        undecided.append(detector.undecided)
+        log.append((detector.undecided, detector.delay_ms))
     assert detector.last_ncc >= echo_detector.ECHO_NCC
-    assert not any(undecided[30:])  # from 0.3 s on, once the echo has come back
+    assert log[70][1] == 60.0 and log[-1][1] == 120.0
+    assert not any(undecided for undecided, _ in log[30:])  # once the echo has come back
