@@ -296,3 +296,23 @@ def test_a_withdrawal_is_timed_by_the_state_that_comes_with_it_not_the_turns_sta
               UserSpeechStarted(2, 4.10), StateChanged(S.USER_SPEAKING, 4.65),
               ReplyFinished(2, True, 108.0)]
     assert withdrawals(SimpleNamespace(events=events)) == [(108.0, 4.65)]  # type: ignore[arg-type]
+
+
+def test_rain_looped_under_a_scenario_has_no_quiet_the_recording_lacks() -> None:
+    """The rain recording fades in over 60 ms and out over 200 ms; looped as recorded it
+    dipped 16 dB under itself every second (-52 dBFS under rain at -36), a quiet no rain has:
+    the quietest 30 ms of a room's last seconds, which the end of speech is measured against,
+    were that dip. Its faded edges are left out of the loop (at most 0.3 s at either end)."""
+    from app.cli.turn_corpus import looped, steady
+
+    def levels(pcm: np.ndarray) -> np.ndarray:
+        x = pcm[:len(pcm) // 480 * 480].astype(np.float64).reshape(-1, 480)
+        return 10 * np.log10(np.mean(x ** 2, axis=1) + 1e-20)
+
+    corpus = load_corpus()
+    rain = corpus["noise_rain"].pcm
+    as_recorded, loop = levels(looped(rain, 16000 * 10)), levels(looped(steady(rain), 16000 * 10))
+    assert np.median(as_recorded) - as_recorded.min() > 12
+    assert np.median(loop) - loop.min() < 4
+    thunder = corpus["noise_thunder_rain"].pcm
+    assert len(thunder) - len(steady(thunder)) <= 2 * int(0.3 * 16000)  # its rumble stays
