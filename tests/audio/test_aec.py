@@ -242,7 +242,7 @@ def test_each_replys_echo_level_is_learnt_once_the_correlation_has_told() -> Non
 def test_a_first_syllable_that_matches_the_replys_start_teaches_no_echo_level(
         late_s: float) -> None:
     """Issue 14: with no echo path, a person's soft first sound over the session's first reply
-    matched the reply's first milliseconds (the same voice); until the next look told it from
+    matched the reply's first milliseconds by chance; until the next look told it from
     an echo arriving, its frames taught the echo level, and the person's next 50 ms were under
     the echo bound the sound gate then wanted (20 dB down 104 ms after the onset, not 52)."""
     far = reply()[:int(1.0 * RATE)]

@@ -286,7 +286,7 @@ def onset_over_a_reply(continuation: np.ndarray, gain: float = 1.0
                        ) -> tuple[np.ndarray, np.ndarray]:
     """A reply from REPLY_S on, the room's noise, and at ONSET_S 20 ms that are a copy of the
     reply's first 20 ms (times ``gain``), then ``continuation``: a person whose soft first
-    sound matches the reply's start (the same voice), or an echo 0.3 s late that arrives."""
+    sound matches the reply's start by chance, or an echo 0.3 s late that arrives."""
     far = noise(1.2, -22, 30)
     far[:int(REPLY_S * RATE)] = 0.0
     near = noise(1.2, -50, 31)
@@ -309,11 +309,11 @@ def after_onset(near: np.ndarray, far: np.ndarray) -> list[tuple[float, bool, bo
 
 def test_a_person_whose_first_syllable_matches_the_replys_start_is_heard_by_the_next_look(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 14: a German talker's onset over the session's first reply (a replay in the same
+    """Issue 14: a German talker's onset over the session's first reply (in a synthetic
     voice) matched the reply's first milliseconds at 0.57; it was taken for an echo arriving
     until the match faded 60 ms later, the cold canceller swallowed those 60 ms and the stop
     came 104 ms after the onset instead of 52 (its first 10 ms at -42 dBFS, then -26). The
-    same voice's next syllables matched other stretches of the reply at 0.3-0.5, where a look
+    talker's next syllables matched other stretches of the reply at 0.3-0.5, where a look
     cannot tell: made so here by lowering the no-echo bound under what follows."""
     monkeypatch.setattr(echo_detector, "NO_ECHO_NCC", 0.1)
     near, far = onset_over_a_reply(noise(1.2, -20, 32), gain=0.3)  # -32 dBFS, then -20
