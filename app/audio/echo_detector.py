@@ -34,10 +34,11 @@ at every lag: over the whole window a person's onset and an echo's arrival both 
 Sound that was no echo and now matches the far end at one lag (an urgent look, or a regular
 one's first high peak) is *undecided*: a person's first syllable matching the reply's first
 milliseconds by chance (0.57 for a German talker's first syllable over the start of a reply
-in a synthetic voice) looks exactly like an echo 0.3 s late arriving. It is not sound without echo (the
-canceller's output is used) and teaches no echo level; the next look tells: an echo comes back
-at its lag, a chance match has gone from it (under ``MATCH_GONE_NCC``), and then it is sound
-without echo again, 20 ms later instead of when the whole window stopped matching (60 ms).
+in a synthetic voice) looks exactly like an echo 0.3 s late arriving. It is not sound without
+echo (the canceller's output is used) and teaches no echo level; the next look tells: an echo
+comes back at its lag, a chance match has gone from it (under ``MATCH_GONE_NCC``), and then it
+is sound without echo again, 20 ms later instead of when the whole window stopped matching
+(60 ms).
 """
 
 from __future__ import annotations
