@@ -192,7 +192,9 @@ def test_the_bench_plays_speech_as_speech_and_the_noise_burst_as_no_speech() -> 
 def test_talk_after_the_reply_ended_is_no_missed_stop() -> None:
     """A barge-in of the script that comes when no reply is audible (the end-of-turn model
     answered sooner and the reply ended first) has nothing to stop: it is counted as such, not
-    as a stop missed; a reply audible at the onset and played to its end is a stop missed."""
+    as a stop missed; a reply audible at the onset and played to its end is a stop missed,
+    unless it ended within the silence target (150 ms): then it fell silent when it ended (the
+    end-of-turn model's sooner reply to clean Arabic ended 6 ms after a barge-in's onset)."""
     from types import SimpleNamespace
 
     from app.cli.turn_corpus import Room, TurnScenario, Utterance
@@ -220,6 +222,11 @@ def test_talk_after_the_reply_ended_is_no_missed_stop() -> None:
     assert (after.barge_ins, after.barge_ins_unplayed, after.stops_missed) == (1, 1, 0)
     during = figures_for(1.3)
     assert (during.barge_ins, during.barge_ins_unplayed, during.stops_missed) == (1, 0, 1)
+    at_its_end = figures_for(1.97)  # the reply ends 30 ms after the onset: silent by then
+    assert (at_its_end.stops_missed, at_its_end.to_silence_ms) == (0, [pytest.approx(30.0)])
+    assert at_its_end.to_20db_ms == [pytest.approx(30.0)]
+    later = figures_for(1.84)  # 160 ms before its end: a stop missed
+    assert later.stops_missed == 1 and later.to_silence_ms == []
 
 
 def test_on_real_speech_a_turn_ends_the_endpoint_silence_after_the_words_not_the_vads_frames(

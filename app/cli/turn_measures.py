@@ -40,6 +40,9 @@ from app.events import (
 WINDOW_S = 0.002
 SOUND_FLOOR = 10 ** (-55 / 20)  # reply windows quieter than this carry no gain information
 MATCH_BEFORE_S = 0.3  # a turn may start this long before the true onset (pre-roll, noise)
+# A reply that plays to its end within this of a barge-in's onset fell silent as soon as a
+# stop would have had to (the silence target): the person heard it end, not go on.
+ENDED_IN_TIME_S = 0.15
 
 
 @dataclass
@@ -206,9 +209,12 @@ def _stops(scenario: TurnScenario, result: SimulationResult, replies: dict[int, 
         output = result.output[:round(min(later, default=1e9) * result.output_rate_hz)]
         times = reply_gain_times(output, result.output_rate_hz, replies[record.turn_id],
                                  record.first_audible_s or 0.0, utterance.start_s)
-        if times is None:
-            figures.stops_missed += 1
-            continue
+        if times is None:  # played to its end: a stop missed, unless the end came as soon
+            end_s = (record.first_audible_s or 0.0) + record.heard_ms / 1000
+            if end_s - utterance.start_s > ENDED_IN_TIME_S:
+                figures.stops_missed += 1
+                continue
+            times = (max(end_s, utterance.start_s),) * 2
         down_s, silent_s = times
         if silent_s > utterance.end_s + 0.3:  # stopped later, by something else
             figures.stops_missed += 1
