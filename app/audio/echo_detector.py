@@ -85,16 +85,16 @@ class EchoDetector:
         self.last_ncc = 0.0
         self._peak_lag: int | None = None  # lag of the previous high peak
         self.sound_without_echo = False  # what the latest evaluation found
-        # the lag at which a sound that was no echo matched the far end in an urgent look
-        # (which casts no vote): a person's onset or an echo arriving (see ``undecided``)
+        # the lag at which a sound that was no echo matched the far end in a look that cast
+        # no vote: a person's onset or an echo arriving (see ``undecided``)
         self._chance_lag: int | None = None
         self.told = 0  # looks that told echo from no echo (a silent microphone: no echo)
 
     @property
     def undecided(self) -> bool:
-        """Sound that was no echo matched the far end at one lag in the latest look, an urgent
-        one: the first syllable of a person talking over the reply (by chance) or an echo
-        arriving; the next look tells (an echo keeps its lag, a chance match does not)."""
+        """Sound that was no echo matched the far end at one lag in the latest look, one that
+        cast no vote: the first syllable of a person talking over the reply (by chance) or an
+        echo arriving; the next look tells (an echo keeps its lag, a chance match does not)."""
         return self._chance_lag is not None
 
     @property
@@ -144,15 +144,13 @@ class EchoDetector:
                   and _near_lag(ncc, self._chance_lag) < MATCH_GONE_NCC)
         self._chance_lag = None
         if self.last_ncc >= ECHO_NCC:
-            if not regular:
-                self._chance_lag = best if was else None
-                return None
-            previous, self._peak_lag = self._peak_lag, best
-            if previous is None or abs(previous - best) > SAME_LAG:
-                self._chance_lag = best if was else None
-                return None  # the first high peak at this lag: wait for the next
-            self.delay_ms = (MAX_LAG - best) * 1000 / RATE_HZ
-            return True
+            if regular:
+                previous, self._peak_lag = self._peak_lag, best
+                if previous is not None and abs(previous - best) <= SAME_LAG:
+                    self.delay_ms = (MAX_LAG - best) * 1000 / RATE_HZ
+                    return True  # the second high peak at this lag: an echo vote
+            self._chance_lag = best if was else None
+            return None  # an urgent look, or the first high peak at this lag: no vote
         if regular:
             self._peak_lag = None
         no_echo = self.last_ncc < NO_ECHO_NCC

@@ -89,9 +89,10 @@ def test_the_rise_is_matched_over_its_own_frames() -> None:
 
 
 def feed(detector: EchoDetector, near: np.ndarray, far: np.ndarray, block: int = FRAME,
-         urgent: bool | None = None) -> list[tuple[float, bool | None, bool, float | None, float]]:
-    """(time after the block, echo_heard, sound_without_echo, delay_ms, last_ncc) after every
-    block."""
+         urgent: bool | None = None
+         ) -> list[tuple[float, bool | None, bool, float | None, float, bool]]:
+    """(time after the block, echo_heard, sound_without_echo, delay_ms, last_ncc, undecided)
+    after every block."""
     out = []
     for at in range(0, len(near) - block + 1, block):
         args = (near[at:at + block], far[at:at + block], block)
@@ -100,7 +101,7 @@ def feed(detector: EchoDetector, near: np.ndarray, far: np.ndarray, block: int =
         else:
             detector.add(*args, urgent=urgent)
         out.append(((at + block) / RATE, detector.echo_heard, detector.sound_without_echo,
-                    detector.delay_ms, detector.last_ncc))
+                    detector.delay_ms, detector.last_ncc, detector.undecided))
     return out
 
 
@@ -299,12 +300,9 @@ def onset_over_a_reply(continuation: np.ndarray, gain: float = 1.0
 def after_onset(near: np.ndarray, far: np.ndarray) -> list[tuple[float, bool, bool, float]]:
     """(time, sound_without_echo, undecided, last_ncc) after every 10 ms from the onset on,
     urgent looks (every 20 ms) as while the canceller warms up."""
-    detector, log = EchoDetector(), []
-    for at_ in range(0, len(near) - FRAME + 1, FRAME):
-        detector.add(near[at_:at_ + FRAME], far[at_:at_ + FRAME], FRAME, urgent=True)
-        log.append(((at_ + FRAME) / RATE, detector.sound_without_echo, detector.undecided,
-                    detector.last_ncc))
-    return [row for row in log if row[0] > ONSET_S - 0.015]
+    return [(t_s, without_echo, undecided, ncc)
+            for t_s, _, without_echo, _, ncc, undecided
+            in feed(EchoDetector(), near, far, urgent=True) if t_s > ONSET_S - 0.015]
 
 
 def test_a_person_whose_first_syllable_matches_the_replys_start_is_heard_by_the_next_look(
@@ -349,10 +347,8 @@ def test_an_echo_heard_all_along_is_never_undecided() -> None:
     far = noise(1.6, -22, 34)
     near = np.concatenate([delayed(far, 960)[:int(0.8 * RATE)],
                            delayed(far, 1920)[int(0.8 * RATE):]]) * 0.5 + noise(1.6, -60, 35)
-    detector, log = EchoDetector(), []
-    for at_ in range(0, len(near) - FRAME + 1, FRAME):
-        detector.add(near[at_:at_ + FRAME], far[at_:at_ + FRAME], FRAME, urgent=True)
-        log.append((detector.undecided, detector.delay_ms))
-    assert detector.last_ncc >= echo_detector.ECHO_NCC
+    log = [(undecided, delay_ms, ncc)
+           for _, _, _, delay_ms, ncc, undecided in feed(EchoDetector(), near, far, urgent=True)]
+    assert log[-1][2] >= echo_detector.ECHO_NCC
     assert log[70][1] == 60.0 and log[-1][1] == 120.0
-    assert not any(undecided for undecided, _ in log[30:])  # once the echo has come back
+    assert not any(undecided for undecided, _, _ in log[30:])  # once the echo has come back
