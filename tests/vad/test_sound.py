@@ -128,6 +128,27 @@ def test_over_noise_the_end_needs_blocks_clear_of_the_floor() -> None:
     assert finder.end(1.56) == pytest.approx(1.53)
 
 
+def test_sound_that_has_not_fallen_away_after_the_vads_frame_keeps_its_end() -> None:
+    """Rain at 5 dB: a weak syllable the VAD scored under its threshold stood over the range
+    after its last voiced frame; the level had not fallen, yet it moved the end back, and a
+    sentence going on after a 339 ms pause was cut in two. Two blocks running over the range
+    after the frame keep the end at the frame; one (a rain drop) does not."""
+    noise, words = 1e-5, 1e-2
+    over = noise * 10 ** ((END_FLOOR_MARGIN_DB + 3) / 10)  # in range of the words, clear of rain
+    under = noise * 10 ** ((END_FLOOR_MARGIN_DB - 3) / 10)
+    at = noise * 10 ** (END_FLOOR_MARGIN_DB / 10)  # exactly at the range: over it
+    before = [noise] * 100 + [words] * 50 + [under] * 6  # the VAD's frame ends at 1.56 s
+    assert speech_end_of(before + [over] * 3).end(1.56) == pytest.approx(1.56)
+    assert speech_end_of([*before, under, at, at]).end(1.56) == pytest.approx(1.56)
+    assert speech_end_of(before + [under] * 3).end(1.56) == pytest.approx(1.5)  # it fell
+    assert speech_end_of([*before, over, under, over]).end(1.56) == pytest.approx(1.5)  # drops
+    # a block the frame's end falls inside is not after it: its level stays the frame's
+    fell = speech_end_of([*before, under, over]).end(1.565)
+    assert fell == pytest.approx(1.565 - END_MAX_SHIFT_S)
+    # on the block grid: the end is the last block the frame covers whole
+    assert speech_end_of([*before, under, over, over]).end(1.565) == pytest.approx(1.56)
+
+
 def test_without_levels_the_vads_end_stands() -> None:
     assert SpeechEnd().end(1.0) == 1.0
     assert speech_end_of([0.0] * 100).end(1.0) == 1.0  # blocks with no level (scripts, deaf)
