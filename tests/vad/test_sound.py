@@ -138,12 +138,12 @@ def test_sound_that_has_not_fallen_away_after_the_vads_frame_keeps_its_end() -> 
     under = noise * 10 ** ((END_FLOOR_MARGIN_DB - 3) / 10)
     at = noise * 10 ** (END_FLOOR_MARGIN_DB / 10)  # exactly at the range: over it
     before = [noise] * 100 + [words] * 50 + [under] * 6  # the VAD's frame ends at 1.56 s
-    assert speech_end_of(before + [over] * 3).end(1.56) == pytest.approx(1.56)
+    assert speech_end_of(before + [over] * 2).end(1.56) == pytest.approx(1.56)  # from 1.56 s
     assert speech_end_of([*before, under, at, at]).end(1.56) == pytest.approx(1.56)
     assert speech_end_of(before + [under] * 3).end(1.56) == pytest.approx(1.5)  # it fell
     assert speech_end_of([*before, over, under, over]).end(1.56) == pytest.approx(1.5)  # drops
-    # a block the frame's end falls inside is not after it: its level stays the frame's
-    fell = speech_end_of([*before, under, over]).end(1.565)
+    # a block the frame's end falls inside is not after it: its level is the frame's
+    fell = speech_end_of([*before, over, over, under]).end(1.565)
     assert fell == pytest.approx(1.565 - END_MAX_SHIFT_S)
     # on the block grid: the end is the last block the frame covers whole
     assert speech_end_of([*before, under, over, over]).end(1.565) == pytest.approx(1.56)
