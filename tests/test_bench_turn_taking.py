@@ -189,6 +189,24 @@ def test_the_bench_plays_speech_as_speech_and_the_noise_burst_as_no_speech() -> 
             assert (probability[a:b + 1].max() < 0.5) == burst, (name, index)
 
 
+def test_a_target_met_to_the_float_noise_of_its_sums_is_met() -> None:
+    """Rain at 5 dB: 20 dB down 80.00000000000185 ms after the onset, from sample counts, is
+    the 80 ms target met; a hundredth of a millisecond over it is not."""
+    def meets(**worst_ms: float) -> bool:
+        figures = bench.Figures(to_20db_ms=[60.0], to_silence_ms=[90.0], audio_start_ms=[-200.0],
+                                turn_end_ms=[550.0])
+        for name, value in worst_ms.items():
+            getattr(figures, name).append(value)
+        return bench.meets_targets(figures, endpoint_silence_ms=500.0)
+
+    assert meets()
+    assert meets(to_20db_ms=80.00000000000185)
+    assert not meets(to_20db_ms=80.01)
+    assert meets(to_silence_ms=150.0 + 1e-12) and not meets(to_silence_ms=150.01)
+    assert meets(audio_start_ms=30.0 + 1e-12) and not meets(audio_start_ms=30.01)
+    assert meets(turn_end_ms=600.0 + 1e-12) and not meets(turn_end_ms=600.01)
+
+
 def test_talk_after_the_reply_ended_is_no_missed_stop() -> None:
     """A barge-in of the script that comes when no reply is audible (the end-of-turn model
     answered sooner and the reply ended first) has nothing to stop: it is counted as such, not

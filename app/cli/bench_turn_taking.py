@@ -32,6 +32,9 @@ from app.engine.echo import EchoEngine
 REPLY_DBFS = -22.0  # RMS of every reply
 TARGETS = {"to_20db_ms": 80.0, "to_silence_ms": 150.0, "audio_start_ms": 30.0}
 TURN_END_MARGIN_MS = 100.0  # turn end ≤ endpoint silence + this after the true end
+# Times come from sample counts and clock sums: a stop 20 dB down 80.000000000002 ms after the
+# onset is 80 ms, and met the 80 ms target (rain at 5 dB failed on that float noise).
+TIME_TOLERANCE_MS = 1e-6
 
 
 ASSISTANT_VOICE = ("hello", "question", "stop", "sea")  # espeak-ng, tests/fixtures/audio
@@ -134,8 +137,9 @@ def scenario_row(figures: Figures, endpoint_silence_ms: float) -> dict[str, Any]
 
 def meets_targets(figures: Figures, endpoint_silence_ms: float) -> bool:
     worst = {name: max(getattr(figures, name), default=None) for name in TARGETS}
-    within = all(v is None or v <= TARGETS[k] for k, v in worst.items())
-    ends = max(figures.turn_end_ms, default=0.0) <= endpoint_silence_ms + TURN_END_MARGIN_MS
+    within = all(v is None or v <= TARGETS[k] + TIME_TOLERANCE_MS for k, v in worst.items())
+    ends = (max(figures.turn_end_ms, default=0.0)
+            <= endpoint_silence_ms + TURN_END_MARGIN_MS + TIME_TOLERANCE_MS)
     return (within and ends and figures.missed == 0 and figures.split == 0
             and figures.false_turns == 0 and figures.self_interruptions == 0
             and figures.stops_missed == 0)
