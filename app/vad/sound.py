@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 BLOCK_SAMPLES = 160  # 10 ms at 16 kHz
-BLOCK_S = 0.01
+BLOCK_S = BLOCK_SAMPLES / 16000
 FLOOR_WINDOW_S = 0.5
 FLOOR_MARGIN_DB = 12.0
 ECHO_MARGIN_DB = 6.0
@@ -45,6 +45,7 @@ _ECHO_FACTOR = 10 ** (ECHO_MARGIN_DB / 10)
 END_RANGE_DB = 35.0
 END_FLOOR_MARGIN_DB = 10.0
 END_MAX_SHIFT_S = 0.064  # two VAD frames
+END_SOUND_ON_BLOCKS = 2  # running after the VAD's frame at the words' level: the words go on
 END_HISTORY_BLOCKS = 100  # the last second: the utterance's loudest
 END_FLOOR_WINDOW_S = 3.0  # the quietest 30 ms of this long is the room's floor
 _END_FLOOR_FACTOR = 10 ** (END_FLOOR_MARGIN_DB / 10)
@@ -131,7 +132,7 @@ class SpeechEnd:
 
     def end(self, last_voiced_s: float) -> float:
         """Where speech stopped, given the end of the VAD's last voiced frame: never later,
-        at most ``END_MAX_SHIFT_S`` sooner."""
+        at most ``END_MAX_SHIFT_S`` sooner, and not past a dip the sound comes back from."""
         if not self._smoothed:
             return last_voiced_s  # no level known
         floor = max(min(self._smoothed), MIN_FLOOR_POWER)
@@ -151,13 +152,13 @@ class SpeechEnd:
         return earliest_s
 
     def _sound_goes_on(self, last_voiced_s: float, threshold: float) -> bool:
-        """Two blocks running, wholly after the VAD's last voiced frame, are at the words'
-        level: a syllable the VAD scored under its threshold, not the words falling away (a
-        rain drop is one block)."""
+        """``END_SOUND_ON_BLOCKS`` blocks running, wholly after the VAD's last voiced frame, are
+        at the words' level: a syllable the VAD scored under its threshold, not the words
+        falling away (a rain drop is one block)."""
         run = 0
         for end_s, power in self._blocks:
             if end_s - BLOCK_S > last_voiced_s - 1e-9:
                 run = run + 1 if power >= threshold else 0
-                if run >= 2:
+                if run >= END_SOUND_ON_BLOCKS:
                     return True
         return False
