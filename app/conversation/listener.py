@@ -30,7 +30,7 @@ from app.audio.echo_canceller import EchoCanceller, PassThroughEchoCanceller
 from app.audio.resample import StreamResampler
 from app.audio.ringbuffer import RingBuffer
 from app.vad.base import FRAME_S, FRAME_SAMPLES, SAMPLE_RATE_HZ, SpeechScorer, VadFrame
-from app.vad.sound import BLOCK_SAMPLES, SoundBlock, SoundGate
+from app.vad.sound import BLOCK_S, BLOCK_SAMPLES, SoundBlock, SoundGate
 
 
 class Listener:
@@ -116,7 +116,7 @@ class Listener:
             deaf = self.deaf_at(start_s)
             power = 0.0 if deaf else float(np.mean(np.square(block, dtype=np.float64)))
             sound = self.sound_gate.block(power, echo_power)
-            self._sound.append(SoundBlock(start_s, start_s + BLOCK_SAMPLES / SAMPLE_RATE_HZ,
+            self._sound.append(SoundBlock(start_s, start_s + BLOCK_S,
                                           sound, echo_power <= 0.0, power))
             self._block_start = start + BLOCK_SAMPLES
 

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.vad.base import SAMPLE_RATE_HZ
+
 BLOCK_SAMPLES = 160  # 10 ms at 16 kHz
-BLOCK_S = BLOCK_SAMPLES / 16000
+BLOCK_S = BLOCK_SAMPLES / SAMPLE_RATE_HZ
 FLOOR_WINDOW_S = 0.5
 FLOOR_MARGIN_DB = 12.0
 ECHO_MARGIN_DB = 6.0
