@@ -341,3 +341,35 @@ def test_rain_looped_under_a_scenario_has_no_quiet_the_recording_lacks() -> None
     assert np.median(loop) - loop.min() < 4
     thunder = corpus["noise_thunder_rain"].pcm
     assert len(thunder) - len(steady(thunder)) <= 2 * int(0.3 * 16000)  # its rumble stays
+
+
+def test_a_setting_changed_with_set_reaches_every_scenario_and_its_targets(tmp_path, capsys
+                                                                          ) -> None:
+    """``--set vad.endpoint_silence_ms=700``: the turns end 700 ms after the words, and a turn
+    is judged against 700 + 100 ms, not the default's 600; the JSON says what was changed."""
+    from app.cli import main
+
+    out = tmp_path / "figures.json"
+    assert main(["bench", "turn-taking", "--quick", "--endpointing", "silence",
+                 "--only", "clean_16k", "--set", "vad.endpoint_silence_ms=700",
+                 "--json", str(out)]) == 0
+    assert "settings changed in every scenario: vad.endpoint_silence_ms=700" in (
+        capsys.readouterr().out)
+    figures = json.loads(out.read_text())
+    row = figures["modes"]["silence"]["scenarios"]["clean_16k"]
+    assert 700.0 < row["turn_end_ms"] <= 800.0
+    assert row["meets_targets"] is True
+    assert figures["settings_changed"] == {"vad.endpoint_silence_ms": 700}
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ("vad.smart_endpoint=true", "the end-of-turn mode is chosen with --endpointing"),
+    ("vad.endpoint_silence_ms=-5", "vad.endpoint_silence_ms"),
+])
+def test_a_setting_the_bench_cannot_take_is_refused_before_any_work(change: str, says: str,
+                                                                   capsys) -> None:
+    from app.cli import main
+
+    assert main(["bench", "turn-taking", "--quick", "--set", change]) == 2
+    error = capsys.readouterr().err
+    assert "--set" in error and says in error

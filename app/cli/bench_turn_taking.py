@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from app.cli.turn_measures import Figures, measure, summarise
 from app.cli.turn_scenarios import build_scenarios, self_interruption_scenarios
 from app.engine.base import EngineEvent, ReplyAudio, UserTurn
 from app.engine.echo import EchoEngine
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 REPLY_DBFS = -22.0  # RMS of every reply
 TARGETS = {"to_20db_ms": 80.0, "to_silence_ms": 150.0, "audio_start_ms": 30.0}
@@ -85,6 +88,7 @@ class LevelledEcho(EchoEngine):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from app.cli.options import Name, OutputFile, count
+    from app.cli.setting_options import SettingOverride
 
     parser.add_argument("--quick", action="store_true",
                         help="a few short scenarios (what the tests run)")
@@ -98,6 +102,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpointing", choices=("smart", "silence", "both"), default="both",
                         help="end of turn by the smart-turn model, by silence only, or both "
                         "side by side (default); everything else at default settings")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        type=SettingOverride(), metavar="GROUP.KEY=VALUE",
+                        help="change one setting in every scenario, e.g. --set "
+                        "vad.smart_unfinished_threshold=0.5 (repeatable; the end-of-turn mode "
+                        "is --endpointing's)")
 
 
 # ---- running -----------------------------------------------------------------------------------
@@ -185,7 +194,8 @@ def run_bench(scenarios: list[TurnScenario], selfs: list[TurnScenario],
             "_sentences": sentences, "_one_word": one_word}
 
 
-MODES = {"smart": (("vad.smart_endpoint", True),), "silence": (("vad.smart_endpoint", False),)}
+ENDPOINTING_KEY = "vad.smart_endpoint"
+MODES = {"smart": ((ENDPOINTING_KEY, True),), "silence": ((ENDPOINTING_KEY, False),)}
 
 
 def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
@@ -209,26 +219,54 @@ def endpointing_row(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Scenario names are the bench's own (building the list reads the corpus: ~2 s)."""
-    if args.only:
-        from app.cli.options import InputError
+    """Scenario names are the bench's own (building the list reads the corpus: ~2 s); the
+    settings changed with ``--set`` must make valid settings together."""
+    from app.cli.options import InputError
 
+    args._endpoint_silence_ms = changed_settings(args.overrides).vad.endpoint_silence_ms
+    if args.only:
         known = [s.name for s in build_scenarios(args.quick)]
         unknown = [name for name in args.only if name not in known]
         if unknown:
             raise InputError("--only", unknown[0], "one of " + ", ".join(known))
 
 
+def changed_settings(overrides: list[tuple[str, object]]) -> Settings:
+    """Default settings with ``--set``'s changes; raises InputError for a combination the
+    settings refuse, or for the end-of-turn mode (``--endpointing`` sets it per mode)."""
+    from app.cli.options import InputError
+    from app.cli.setting_options import settings_error_text
+    from app.settings import Settings
+
+    settings = Settings()
+    for key, value in overrides:
+        if key == ENDPOINTING_KEY:
+            raise InputError("--set", f"{key}={json.dumps(value)}",
+                             "the end-of-turn mode is chosen with --endpointing")
+        try:
+            settings = settings.with_value(key, value)
+        except ValueError as exc:
+            raise InputError("--set", f"{key}={json.dumps(value)}",
+                             settings_error_text(exc)) from None
+    return settings
+
+
 def run(args: argparse.Namespace) -> int:
     scenarios = [s for s in build_scenarios(args.quick) if not args.only or s.name in args.only]
     selfs = [] if args.quick or args.only else self_interruption_scenarios(args.sessions)
     modes = ["smart", "silence"] if args.endpointing == "both" else [args.endpointing]
-    results = {mode: run_bench(scenarios, selfs, MODES[mode]) for mode in modes}
+    changes = tuple(args.overrides)
+    results = {mode: run_bench(scenarios, selfs, MODES[mode] + changes,
+                               args._endpoint_silence_ms) for mode in modes}
     from app.settings import Settings
 
     default = "smart" if Settings().vad.smart_endpoint else "silence"
+    if changes:
+        print("## settings changed in every scenario: "
+              + ", ".join(f"{key}={json.dumps(value)}" for key, value in changes))
     for mode, figures in results.items():
-        print(f"## end of turn: {mode}" + (" (default settings)" if mode == default else ""))
+        print(f"## end of turn: {mode}"
+              + (" (default settings)" if mode == default and not changes else ""))
         print_figures(figures, print)
     side = {mode: endpointing_row(figures) for mode, figures in results.items()}
     print("## end of turn side by side (issue 23; complete turns: reply audible after the true "
@@ -238,8 +276,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         clean = {mode: {k: v for k, v in f.items() if not k.startswith("_")}
                  for mode, f in results.items()}
-        args.json.write_text(json.dumps({"modes": clean, "endpointing": side}, indent=2,
-                                        ensure_ascii=False) + "\n")
+        args.json.write_text(json.dumps({"modes": clean, "endpointing": side,
+                                         "settings_changed": dict(changes)},
+                                        indent=2, ensure_ascii=False) + "\n")
     return 0
 
 
