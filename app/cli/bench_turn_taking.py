@@ -235,20 +235,14 @@ def changed_settings(overrides: list[tuple[str, object]]) -> Settings:
     """Default settings with ``--set``'s changes; raises InputError for a combination the
     settings refuse, or for the end-of-turn mode (``--endpointing`` sets it per mode)."""
     from app.cli.options import InputError
-    from app.cli.setting_options import settings_error_text
+    from app.cli.setting_options import with_changes
     from app.settings import Settings
 
-    settings = Settings()
     for key, value in overrides:
         if key == ENDPOINTING_KEY:
-            raise InputError("--set", f"{key}={json.dumps(value)}",
+            raise InputError("--set", f"{key}={value}",
                              "the end-of-turn mode is chosen with --endpointing")
-        try:
-            settings = settings.with_value(key, value)
-        except ValueError as exc:
-            raise InputError("--set", f"{key}={json.dumps(value)}",
-                             settings_error_text(exc)) from None
-    return settings
+    return with_changes(Settings(), [("--set", key, value) for key, value in overrides])
 
 
 def run(args: argparse.Namespace) -> int:

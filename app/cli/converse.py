@@ -14,14 +14,13 @@ import sys
 from app.cli.options import (
     AudioInput,
     EchoRoom,
-    InputError,
     InputFolder,
     Number,
     OutputFile,
     PushToTalk,
     milliseconds,
 )
-from app.cli.setting_options import SettingOverride, SettingValue, settings_error_text
+from app.cli.setting_options import SettingOverride, SettingValue, with_changes
 from app.settings import Settings
 
 SPEAKER = "Simulated speaker"
@@ -112,13 +111,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         changes.append(("--ptt", "turn.mode", "push_to_talk"))
     if args.fail_output_at is not None:
         changes.append(("--fail-output-at", "audio.output_device", HEADSET))
-    for option, key, value in changes:
-        try:
-            settings = settings.with_value(key, value)
-        except ValueError as exc:
-            shown = f"{key}={value}" if option == "--set" else value
-            raise InputError(option, shown, settings_error_text(exc)) from None
-    return settings
+    return with_changes(settings, changes)
 
 
 def check(args: argparse.Namespace) -> None:

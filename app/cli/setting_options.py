@@ -5,8 +5,13 @@ by the settings model itself while the command line is read, with its error as o
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from app.cli.options import Validator, quoted
+from app.cli.options import InputError, Validator, quoted
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 
 class SettingOverride(Validator):
@@ -57,6 +62,19 @@ class SettingValue(Validator):
     def bad_examples(self) -> list[str]:
         return ["", " "] + (["ftp://x", "http://", "localhost:8000", "http://h:99999"]
                             if self.key == "engine.remote_url" else [])
+
+
+def with_changes(settings: Settings, changes: Iterable[tuple[str, str, object]]) -> Settings:
+    """``settings`` with each ``(option, key, value)`` applied in turn; a combination the
+    settings refuse raises InputError naming the option that made it (``--set`` shows its
+    ``key=value``)."""
+    for option, key, value in changes:
+        try:
+            settings = settings.with_value(key, value)
+        except ValueError as exc:
+            shown = f"{key}={value}" if option == "--set" else value
+            raise InputError(option, shown, settings_error_text(exc)) from None
+    return settings
 
 
 def parse_setting_value(text: str) -> object:
